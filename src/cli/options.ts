@@ -1,0 +1,42 @@
+import { InvalidArgumentError, Option } from 'commander';
+import { parseScopes } from '../core/scopes.js';
+import { parseDuration } from '../core/tokens.js';
+
+/** Where the database is when neither --db nor PLANTSTORE_DB says. */
+export const DEFAULT_DB = './data/plantstore.db';
+
+/** Wraps a parser so its message reaches the user as a usage error (exit 2). */
+function argument<T>(parse: (text: string) => T): (text: string) => T {
+  return (text) => {
+    try {
+      return parse(text);
+    } catch (error) {
+      throw new InvalidArgumentError((error as Error).message);
+    }
+  };
+}
+
+export const parsePort = argument((text) => {
+  if (!/^\d{1,5}$/.test(text) || Number(text) > 65535) {
+    throw new Error(`"${text}" is not a port number (0 to 65535)`);
+  }
+  return Number(text);
+});
+
+export const dbOption = () =>
+  new Option('--db <file>', 'SQLite database file').env('PLANTSTORE_DB').default(DEFAULT_DB);
+
+export const scopesOption = () =>
+  new Option('--scopes <list>', 'comma-separated scopes')
+    .default(parseScopes('plants:read,plants:write'), 'plants:read,plants:write')
+    .argParser(argument(parseScopes));
+
+export const expiresOption = () =>
+  new Option('--expires-in <duration>', 'lifetime such as 90s, 15m, 12h, 30d, 8w').argParser(
+    argument(parseDuration),
+  );
+
+export const tokenIdArgument = argument((text) => {
+  if (!/^[1-9]\d{0,14}$/.test(text)) throw new Error(`"${text}" is not a token id`);
+  return Number(text);
+});

@@ -1,0 +1,77 @@
+/**
+ * The catalogue of `error` codes the API answers with. A code is a stable int32 whose
+ * first three digits are the HTTP status (`Math.trunc(code / 100)`), so clients can
+ * branch on either. Codes are never reused for another meaning.
+ */
+export const errorCatalogue = {
+  malformedPlantId: { code: 40001, message: 'The plant id must be a decimal int64.' },
+  invalidQuery: { code: 40002, message: 'A query parameter is missing, unknown or invalid.' },
+  malformedJson: { code: 40003, message: 'The request body is not well-formed JSON.' },
+  invalidBody: { code: 40004, message: 'The request body does not match the schema.' },
+  unexpectedBody: { code: 40005, message: 'This operation takes no request body.' },
+  malformedRequest: { code: 40006, message: 'The HTTP request is malformed.' },
+  invalidToken: { code: 40101, message: 'The access token is unknown, revoked or expired.' },
+  missingCredentials: {
+    code: 40102,
+    message: 'Send the header "Authorization: Bearer <ACCESS_TOKEN>".',
+  },
+  insufficientScope: { code: 40301, message: 'The access token lacks the scope required.' },
+  plantNotFound: { code: 40401, message: 'No plant has this id.' },
+  routeNotFound: { code: 40402, message: 'No such resource.' },
+  methodNotAllowed: { code: 40501, message: 'The resource does not support this method.' },
+  requestTimeout: { code: 40801, message: 'The request took too long to arrive.' },
+  plantExists: { code: 40901, message: 'A plant with this id already exists.' },
+  idsExhausted: {
+    code: 40902,
+    message: 'No server-assigned id is left above the largest id in use; supply an id.',
+  },
+  bodyTooLarge: { code: 41301, message: 'The request body is larger than the limit.' },
+  unsupportedMediaType: { code: 41501, message: 'The request body has an unsupported media type.' },
+  headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
+  internal: { code: 50001, message: 'An unexpected error occurred.' },
+  storeUnavailable: { code: 50301, message: 'The database is unavailable.' },
+  shuttingDown: { code: 50302, message: 'The server is shutting down; retry on another.' },
+} as const satisfies Record<string, ErrorKind>;
+
+export interface ErrorKind {
+  readonly code: number;
+  readonly message: string;
+}
+
+export type ErrorName = keyof typeof errorCatalogue;
+
+export function statusOf(kind: ErrorKind): number {
+  return Math.trunc(kind.code / 100);
+}
+
+/** The body of every error answer. */
+export interface ErrorBody {
+  error: number;
+  message: string;
+}
+
+/**
+ * An error the API answers with a catalogue code. `detail` replaces the catalogue's
+ * generic message when it tells the caller more (which field, which limit).
+ *
+ * @example throw new ApiError('plantNotFound', `No plant has id ${id}.`)
+ */
+export class ApiError extends Error {
+  readonly kind: ErrorKind;
+  readonly status: number;
+  /** Extra response headers this answer needs (WWW-Authenticate, Allow, ...). */
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(name: ErrorName, detail?: string, headers: Record<string, string> = {}) {
+    const kind = errorCatalogue[name];
+    super(detail ?? kind.message);
+    this.name = 'ApiError';
+    this.kind = kind;
+    this.status = statusOf(kind);
+    this.headers = headers;
+  }
+
+  toBody(): ErrorBody {
+    return { error: this.kind.code, message: this.message };
+  }
+}

@@ -1,0 +1,23 @@
+/** Smallest and largest values of a signed 64-bit integer. */
+export const INT64_MIN = -(2n ** 63n);
+export const INT64_MAX = 2n ** 63n - 1n;
+
+// Canonical decimal only: no sign on positives, no leading zeros, no "-0".
+// One spelling per value keeps ids comparable as text in logs, headers and caches.
+const CANONICAL_DECIMAL = /^(?:0|-?[1-9][0-9]{0,18})$/;
+
+export function isInt64(value: bigint): boolean {
+  return value >= INT64_MIN && value <= INT64_MAX;
+}
+
+/**
+ * Parses the canonical decimal form of an int64 (as used in paths, query strings and
+ * headers). Returns `undefined` for anything else, including out-of-range values.
+ *
+ * @example parseInt64('-42') === -42n; parseInt64('042') === undefined
+ */
+export function parseInt64(text: string): bigint | undefined {
+  if (!CANONICAL_DECIMAL.test(text)) return undefined;
+  const value = BigInt(text);
+  return isInt64(value) ? value : undefined;
+}

@@ -1,0 +1,37 @@
+/** A plant as the API shows it. `tag` is absent when the plant has none. */
+export interface Plant {
+  id: bigint;
+  name: string;
+  tag?: string;
+}
+
+/** What a client sends to create a plant; without `id` the store assigns one. */
+export interface NewPlant {
+  id?: bigint;
+  name: string;
+  tag?: string;
+}
+
+/**
+ * A change to apply to a stored plant, as a JSON merge patch (RFC 7396) of
+ * `{name, tag}` describes it: an absent field is left alone, `tag: null` removes the tag.
+ */
+export interface PlantChange {
+  name?: string;
+  tag?: string | null;
+}
+
+/** Input bounds, published in the OpenAPI document and enforced by its validators. */
+export const PLANT_LIMITS = {
+  nameMaxLength: 100,
+  tagMaxLength: 50,
+  listDefault: 100,
+  listMax: 1000,
+} as const;
+
+/** Page of a keyset-paginated list: ids strictly greater than `after`, ascending. */
+export interface PlantQuery {
+  limit: number;
+  after?: bigint;
+  tag?: string;
+}

@@ -1,0 +1,25 @@
+/** Scopes a token can carry; each operation names the one it needs. */
+export const SCOPES = ['plants:read', 'plants:write'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export const DEFAULT_SCOPES: readonly Scope[] = ['plants:read', 'plants:write'];
+
+export function isScope(value: string): value is Scope {
+  return (SCOPES as readonly string[]).includes(value);
+}
+
+/**
+ * Parses a comma-separated scope list such as `plants:read,plants:write`.
+ * Throws with a message naming the offending entry.
+ */
+export function parseScopes(text: string): Scope[] {
+  const parts = text.split(',').map((part) => part.trim());
+  if (parts.length === 0 || parts.some((part) => part === '')) {
+    throw new Error(`scopes must be a comma-separated list of: ${SCOPES.join(', ')}`);
+  }
+  const unknown = parts.find((part) => !isScope(part));
+  if (unknown !== undefined) {
+    throw new Error(`unknown scope "${unknown}"; known scopes: ${SCOPES.join(', ')}`);
+  }
+  return [...new Set(parts as Scope[])];
+}

@@ -1,0 +1,71 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { PlantService } from '../service/plant-service.js';
+import { TokenService } from '../service/token-service.js';
+import type { Store } from '../store/store.js';
+import { authenticate } from './auth.js';
+import { checkBody, registerJsonParsers } from './body.js';
+import {
+  BODY_LIMIT,
+  clientErrorHandler,
+  installErrorHandling,
+  sendError,
+  toApiError,
+} from './error-reply.js';
+import { RequestLog } from './request-log.js';
+import { plantRoutes } from './routes/plants.js';
+import { systemRoutes } from './routes/system.js';
+import { validatorCompiler } from './validation.js';
+
+export interface AppOptions {
+  store: Store;
+  /** Pino options (or false for silence); the Authorization header is always redacted. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+
+/** Keeps a client's X-Request-Id when it is a sane token, so logs can be correlated. */
+function requestId(request: IncomingMessage): string {
+  const given = request.headers['x-request-id'];
+  return typeof given === 'string' && CLIENT_REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/**
+ * Builds the HTTP application around a store. Does no I/O itself: the caller opens the
+ * store, listens, and closes both (see server.ts); tests use `inject` instead.
+ */
+export function buildApp({ store, logger = false }: AppOptions): FastifyInstance {
+  const app = Fastify({
+    logger: logger && {
+      ...(typeof logger === 'object' ? logger : {}),
+      redact: { paths: ['req.headers.authorization', 'headers.authorization'], remove: true },
+    },
+    logController: new RequestLog(),
+    genReqId: requestId,
+    exposeHeadRoutes: false,
+    bodyLimit: BODY_LIMIT,
+    // Long ids must reach the validator (and get a 400), not fall out of the router as 404s.
+    routerOptions: { maxParamLength: 16 * 1024 },
+    clientErrorHandler,
+    frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
+  });
+
+  app.setValidatorCompiler(validatorCompiler);
+  registerJsonParsers(app);
+  installErrorHandling(app);
+
+  app.addHook('onRequest', authenticate(new TokenService(store.tokens)));
+  app.addHook('preParsing', async (request, _reply, payload) => {
+    await checkBody(request);
+    return payload;
+  });
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  plantRoutes(app, new PlantService(store.plants));
+  systemRoutes(app, store);
+  return app;
+}

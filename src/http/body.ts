@@ -1,0 +1,55 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ApiError } from '../core/errors.js';
+import { BODY_LIMIT } from './error-reply.js';
+import { parseJson } from './json.js';
+
+const JSON_MEDIA_TYPES = ['application/json', 'application/merge-patch+json'];
+
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return (
+    request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')
+  );
+}
+
+/**
+ * preParsing hook: refuses a body where the operation takes none, and a media type the
+ * operation does not accept, before a byte of the body is parsed.
+ */
+export async function checkBody(request: FastifyRequest): Promise<void> {
+  const op = request.routeOptions.config.operation;
+  if (op === undefined) return;
+  if (op.body === undefined) {
+    if (hasBody(request)) throw new ApiError('unexpectedBody');
+    return;
+  }
+  const header = request.headers['content-type'];
+  if (header === undefined && !hasBody(request)) return;
+  const [type = '', ...params] = (header ?? '').split(';').map((part) => part.trim().toLowerCase());
+  const charset = params.find((param) => param.startsWith('charset='))?.slice('charset='.length);
+  const utf8 = charset === undefined || charset === 'utf-8' || charset === '"utf-8"';
+  if (!op.body.mediaTypes.includes(type) || !utf8) {
+    throw new ApiError(
+      'unsupportedMediaType',
+      `Send the body as ${op.body.mediaTypes.join(' or ')} in UTF-8.`,
+    );
+  }
+}
+
+/** Replaces Fastify's JSON parsing (which rounds big integers) with the lossless one. */
+export function registerJsonParsers(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    JSON_MEDIA_TYPES,
+    { parseAs: 'string', bodyLimit: BODY_LIMIT },
+    (_request, body, done) => {
+      try {
+        done(null, parseJson(body as string));
+      } catch (error) {
+        const reason =
+          error instanceof RangeError ? 'it is nested too deeply' : (error as Error).message;
+        done(new ApiError('malformedJson', `The request body is not well-formed JSON: ${reason}.`));
+      }
+    },
+  );
+}

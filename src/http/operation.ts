@@ -1,0 +1,73 @@
+import type { TSchema } from '@sinclair/typebox';
+import { type ErrorName, errorCatalogue, statusOf } from '../core/errors.js';
+import type { Scope } from '../core/scopes.js';
+
+export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+
+/** Response headers the document describes once, under components/headers. */
+export type HeaderName = 'Location' | 'Link' | 'WWW-Authenticate';
+
+export interface ResponseSpec {
+  description: string;
+  /** JSON schema of the body; absent for an empty body. */
+  schema?: TSchema;
+  /** Defaults to application/json when a schema is given. */
+  mediaType?: string;
+  headers?: HeaderName[];
+}
+
+/**
+ * One API operation, described once: the router, the validators, the auth hook and
+ * the OpenAPI document are all built from these.
+ */
+export interface OperationSpec<
+  P extends TSchema | undefined = TSchema | undefined,
+  Q extends TSchema = TSchema,
+  B extends TSchema | undefined = TSchema | undefined,
+> {
+  operationId: string;
+  method: Method;
+  /** OpenAPI path template, e.g. `/plants/{id}`. */
+  path: string;
+  summary: string;
+  description: string;
+  tag: 'plants' | 'operations';
+  /** Scope a bearer token needs; null for an operation open to all. */
+  scope: Scope | null;
+  params?: P;
+  query: Q;
+  body?: { schema: NonNullable<B>; mediaTypes: string[] };
+  responses: Record<number, ResponseSpec>;
+  /** Catalogue errors particular to this operation (the common ones are implied). */
+  errors: ErrorName[];
+}
+
+/** Every catalogue error an operation can answer with, common ones included. */
+export function errorsOf(op: OperationSpec): ErrorName[] {
+  const names: ErrorName[] = [...op.errors, 'invalidQuery', 'internal'];
+  if (op.scope !== null) names.push('missingCredentials', 'invalidToken', 'insufficientScope');
+  if (op.body === undefined) names.push('unexpectedBody');
+  else names.push('malformedJson', 'invalidBody', 'bodyTooLarge', 'unsupportedMediaType');
+  return [...new Set(names)].sort((a, b) => errorCatalogue[a].code - errorCatalogue[b].code);
+}
+
+/** The same errors grouped by the HTTP status they answer with. */
+export function errorsByStatus(op: OperationSpec): Map<number, ErrorName[]> {
+  const byStatus = new Map<number, ErrorName[]>();
+  for (const name of errorsOf(op)) {
+    const status = statusOf(errorCatalogue[name]);
+    byStatus.set(status, [...(byStatus.get(status) ?? []), name]);
+  }
+  return byStatus;
+}
+
+/** Matches a concrete request path against an OpenAPI path template. */
+export function templateMatcher(template: string): RegExp {
+  const source = template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+');
+  return new RegExp(`^${source}$`);
+}
+
+/** `/plants/{id}` as Fastify writes it: `/plants/:id`. */
+export function fastifyPath(template: string): string {
+  return template.replace(/\{([^}]+)\}/g, ':$1');
+}

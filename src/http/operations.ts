@@ -1,0 +1,196 @@
+import { Type } from '@sinclair/typebox';
+import type { OperationSpec } from './operation.js';
+import {
+  Health,
+  ListQuery,
+  NewPlant,
+  NoQuery,
+  Plant,
+  PlantList,
+  PlantParams,
+  PlantPatch,
+} from './schemas.js';
+
+const JSON_TYPES = ['application/json'];
+
+export const listPlants = {
+  operationId: 'listPlants',
+  method: 'GET',
+  path: '/plants',
+  summary: 'List plants',
+  description:
+    'Plants in ascending id order, one page at a time. When more plants follow, the ' +
+    '`Link` header carries the URL of the next page (`rel="next"`); follow it until it is absent.',
+  tag: 'plants',
+  scope: 'plants:read',
+  query: ListQuery,
+  responses: {
+    200: {
+      description: 'A page of plants (possibly empty).',
+      schema: PlantList,
+      headers: ['Link'],
+    },
+  },
+  errors: [],
+} satisfies OperationSpec<undefined, typeof ListQuery, undefined>;
+
+export const createPlant = {
+  operationId: 'createPlant',
+  method: 'POST',
+  path: '/plants',
+  summary: 'Create a plant',
+  description:
+    'Creates a plant with the id given, or with the next id above every id the server has ' +
+    'seen when none is given. A plant with the same id already existing is `409`.',
+  tag: 'plants',
+  scope: 'plants:write',
+  query: NoQuery,
+  body: { schema: NewPlant, mediaTypes: JSON_TYPES },
+  responses: {
+    201: { description: 'The plant was created.', schema: Plant, headers: ['Location'] },
+  },
+  errors: ['plantExists', 'idsExhausted'],
+} satisfies OperationSpec<undefined, typeof NoQuery, typeof NewPlant>;
+
+export const getPlant = {
+  operationId: 'getPlant',
+  method: 'GET',
+  path: '/plants/{id}',
+  summary: 'Read a plant',
+  description: 'The plant with this id.',
+  tag: 'plants',
+  scope: 'plants:read',
+  params: PlantParams,
+  query: NoQuery,
+  responses: { 200: { description: 'The plant.', schema: Plant } },
+  errors: ['malformedPlantId', 'plantNotFound'],
+} satisfies OperationSpec<typeof PlantParams, typeof NoQuery, undefined>;
+
+export const updatePlant = {
+  operationId: 'updatePlant',
+  method: 'PATCH',
+  path: '/plants/{id}',
+  summary: 'Update a plant',
+  description:
+    'Applies a JSON merge patch (RFC 7396) to the name and tag: fields left out are kept, ' +
+    '`"tag": null` removes the tag. The id cannot be changed.',
+  tag: 'plants',
+  scope: 'plants:write',
+  params: PlantParams,
+  query: NoQuery,
+  body: { schema: PlantPatch, mediaTypes: ['application/merge-patch+json', 'application/json'] },
+  responses: { 200: { description: 'The plant as updated.', schema: Plant } },
+  errors: ['malformedPlantId', 'plantNotFound'],
+} satisfies OperationSpec<typeof PlantParams, typeof NoQuery, typeof PlantPatch>;
+
+export const deletePlant = {
+  operationId: 'deletePlant',
+  method: 'DELETE',
+  path: '/plants/{id}',
+  summary: 'Delete a plant',
+  description: 'Deletes the single plant identified by the id supplied.',
+  tag: 'plants',
+  scope: 'plants:write',
+  params: PlantParams,
+  query: NoQuery,
+  responses: { 204: { description: 'The plant was deleted.' } },
+  errors: ['malformedPlantId', 'plantNotFound'],
+} satisfies OperationSpec<typeof PlantParams, typeof NoQuery, undefined>;
+
+export const getHealth = {
+  operationId: 'getHealth',
+  method: 'GET',
+  path: '/healthz',
+  summary: 'Liveness',
+  description: 'Answers 200 while the process is serving requests.',
+  tag: 'operations',
+  scope: null,
+  query: NoQuery,
+  responses: { 200: { description: 'The process is alive.', schema: Health } },
+  errors: [],
+} satisfies OperationSpec<undefined, typeof NoQuery, undefined>;
+
+export const getReadiness = {
+  operationId: 'getReadiness',
+  method: 'GET',
+  path: '/readyz',
+  summary: 'Readiness',
+  description: 'Answers 200 when the database answers, 503 when it does not.',
+  tag: 'operations',
+  scope: null,
+  query: NoQuery,
+  responses: { 200: { description: 'Ready to serve requests.', schema: Health } },
+  errors: ['storeUnavailable'],
+} satisfies OperationSpec<undefined, typeof NoQuery, undefined>;
+
+export const getOpenApi = {
+  operationId: 'getOpenApi',
+  method: 'GET',
+  path: '/openapi.json',
+  summary: 'This OpenAPI document',
+  description: 'The OpenAPI 3.1 description of this API, as served.',
+  tag: 'operations',
+  scope: null,
+  query: NoQuery,
+  responses: {
+    200: {
+      description: 'The OpenAPI document.',
+      schema: Type.Object({}, { additionalProperties: true }),
+    },
+  },
+  errors: [],
+} satisfies OperationSpec<undefined, typeof NoQuery, undefined>;
+
+export const getDocs = {
+  operationId: 'getDocs',
+  method: 'GET',
+  path: '/docs',
+  summary: 'Interactive API reference',
+  description: 'An HTML page (Swagger UI) for reading and trying this API; served without a CDN.',
+  tag: 'operations',
+  scope: null,
+  query: NoQuery,
+  responses: {
+    200: { description: 'The reference page.', schema: Type.String(), mediaType: 'text/html' },
+  },
+  errors: [],
+} satisfies OperationSpec<undefined, typeof NoQuery, undefined>;
+
+export const DocsAssetParams = Type.Object(
+  { file: Type.String({ description: 'swagger-ui.css or swagger-ui-bundle.js' }) },
+  { additionalProperties: false },
+);
+
+export const getDocsAsset = {
+  operationId: 'getDocsAsset',
+  method: 'GET',
+  path: '/docs/{file}',
+  summary: 'Asset of the API reference page',
+  description: 'Script and style sheet of the reference page.',
+  tag: 'operations',
+  scope: null,
+  params: DocsAssetParams,
+  query: NoQuery,
+  responses: {
+    200: {
+      description: 'The asset.',
+      schema: Type.String(),
+      mediaType: 'application/octet-stream',
+    },
+  },
+  errors: ['routeNotFound'],
+} satisfies OperationSpec<typeof DocsAssetParams, typeof NoQuery, undefined>;
+
+/** Every operation the server routes, in the order the document lists them. */
+export const operations: readonly OperationSpec[] = [
+  listPlants,
+  createPlant,
+  getPlant,
+  updatePlant,
+  deletePlant,
+  getHealth,
+  getReadiness,
+  getOpenApi,
+  getDocs,
+  getDocsAsset,
+];

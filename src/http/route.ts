@@ -1,0 +1,58 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { errorsByStatus, fastifyPath, type OperationSpec } from './operation.js';
+import { ErrorSchema } from './schemas.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The operation a route serves; absent on the not-found route. */
+    operation?: OperationSpec;
+  }
+}
+
+type StaticOf<S> = S extends TSchema ? Static<S> : undefined;
+
+export type OperationRequest<P, Q, B> = FastifyRequest<{
+  Params: StaticOf<P>;
+  Querystring: StaticOf<Q>;
+  Body: StaticOf<B>;
+}>;
+
+/** Response schemas Fastify serializes JSON answers with (bigint-safe for int64). */
+function serializedResponses(op: OperationSpec): Record<number, TSchema> {
+  const out: Record<number, TSchema> = {};
+  for (const [status, spec] of Object.entries(op.responses)) {
+    if (
+      spec.schema !== undefined &&
+      (spec.mediaType ?? 'application/json') === 'application/json'
+    ) {
+      out[Number(status)] = spec.schema;
+    }
+  }
+  for (const status of errorsByStatus(op).keys()) out[status] = ErrorSchema;
+  return out;
+}
+
+/** Registers the handler of an operation, with the schemas its spec declares. */
+export function route<
+  P extends TSchema | undefined,
+  Q extends TSchema,
+  B extends TSchema | undefined,
+>(
+  app: FastifyInstance,
+  op: OperationSpec<P, Q, B>,
+  handler: (request: OperationRequest<P, Q, B>, reply: FastifyReply) => Promise<unknown>,
+): void {
+  app.route({
+    method: op.method,
+    url: fastifyPath(op.path),
+    schema: {
+      ...(op.params && { params: op.params }),
+      querystring: op.query,
+      ...(op.body && { body: op.body.schema }),
+      response: serializedResponses(op as OperationSpec),
+    },
+    config: { operation: op as OperationSpec },
+    handler: handler as (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+  });
+}

@@ -1,0 +1,111 @@
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { errorCatalogue } from '../core/errors.js';
+import { PLANT_LIMITS } from '../core/plant.js';
+
+/**
+ * An int64 as a JSON integer. Validators see it as a `bigint` (see validation.ts),
+ * so no id ever passes through a JS number.
+ */
+export const Int64 = (options: { description?: string } = {}) =>
+  Type.Unsafe<bigint>({ type: 'integer', format: 'int64', ...options });
+
+export const PlantId = Int64({ description: 'Identifier of the plant, a signed 64-bit integer.' });
+
+const Name = Type.String({
+  minLength: 1,
+  maxLength: PLANT_LIMITS.nameMaxLength,
+  pattern: '\\S',
+  description: `Name of the plant: 1 to ${PLANT_LIMITS.nameMaxLength} characters, not only white space.`,
+});
+
+const tagOptions = {
+  minLength: 1,
+  maxLength: PLANT_LIMITS.tagMaxLength,
+  description: `Free-form label used to filter lists: 1 to ${PLANT_LIMITS.tagMaxLength} characters.`,
+};
+const Tag = Type.String(tagOptions);
+
+export const Plant = Type.Object(
+  { id: PlantId, name: Name, tag: Type.Optional(Tag) },
+  { additionalProperties: false, description: 'A plant. `tag` is absent when the plant has none.' },
+);
+
+export const PlantList = Type.Array(Plant, { description: 'Plants in ascending id order.' });
+
+export const NewPlant = Type.Object(
+  {
+    id: Type.Optional(
+      Int64({ description: 'Identifier to use; assigned by the server if absent.' }),
+    ),
+    name: Name,
+    tag: Type.Optional(Tag),
+  },
+  { additionalProperties: false },
+);
+
+export const PlantPatch = Type.Object(
+  {
+    name: Type.Optional(Name),
+    tag: Type.Optional(
+      Type.Unsafe<string | null>({
+        ...tagOptions,
+        type: ['string', 'null'],
+        description: 'New tag, or null to remove the tag.',
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description: 'A JSON merge patch (RFC 7396): absent fields are left alone, null removes.',
+  },
+);
+
+export const PlantParams = Type.Object({ id: PlantId }, { additionalProperties: false });
+
+export const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: PLANT_LIMITS.listMax,
+        default: PLANT_LIMITS.listDefault,
+        description: 'Largest number of plants to return.',
+      }),
+    ),
+    after: Type.Optional(
+      Int64({ description: 'Cursor: return only plants whose id is greater than this.' }),
+    ),
+    tag: Type.Optional(
+      Type.String({ ...tagOptions, description: 'Return only plants with this tag.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** For operations that take no query parameters: any parameter is an error. */
+export const NoQuery = Type.Object({}, { additionalProperties: false });
+
+export const ErrorSchema = Type.Object(
+  {
+    error: Type.Integer({
+      format: 'int32',
+      enum: Object.values(errorCatalogue).map((kind) => kind.code),
+      description: 'Code from the error catalogue; Math.trunc(error / 100) is the HTTP status.',
+    }),
+    message: Type.String({ description: 'What went wrong, for people.' }),
+  },
+  { additionalProperties: false, required: ['error', 'message'] },
+);
+
+export const Health = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false });
+
+/** Schemas published under components/schemas, by name. */
+export const components: Record<string, TSchema> = {
+  Plant,
+  NewPlant,
+  PlantPatch,
+  Error: ErrorSchema,
+  Health,
+};
+
+export type PlantBody = Static<typeof Plant>;

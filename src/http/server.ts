@@ -1,0 +1,43 @@
+import type { FastifyServerOptions } from 'fastify';
+import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
+import { buildApp } from './app.js';
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  dbFile: string;
+  logLevel: string;
+}
+
+/**
+ * Opens the store, listens, and on SIGTERM/SIGINT stops accepting connections, lets
+ * in-flight requests finish, closes the store and exits 0.
+ */
+export async function serve(options: ServeOptions): Promise<void> {
+  const store = openSqliteStore({ file: options.dbFile });
+  const logger: FastifyServerOptions['logger'] = { level: options.logLevel };
+  const app = buildApp({ store, logger });
+  let stopping = false;
+  const stop = async (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'shutting down');
+    try {
+      await app.close();
+      await store.close();
+      app.log.info('stopped');
+      process.exit(0);
+    } catch (error) {
+      app.log.error({ err: error }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  try {
+    await app.listen({ host: options.host, port: options.port });
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}

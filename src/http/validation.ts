@@ -1,0 +1,91 @@
+import type { ErrorObject } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import type { FastifySchemaCompiler } from 'fastify';
+import { ApiError, type ErrorName } from '../core/errors.js';
+import { parseInt64 } from '../core/int64.js';
+import { addInt64Keyword, describesInt64, forBigIntValidation } from './int64-schema.js';
+
+// ajv-formats is CommonJS; its default export arrives wrapped under NodeNext.
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
+
+/** An Ajv for JSON Schema 2020-12 (the dialect of OpenAPI 3.1) that knows int64 bigints. */
+export function createAjv(options: { useDefaults?: boolean } = {}): Ajv2020 {
+  const ajv = new Ajv2020({
+    allErrors: false,
+    coerceTypes: false,
+    useDefaults: options.useDefaults ?? false,
+    allowUnionTypes: true,
+    strict: true,
+  });
+  addFormats(ajv, ['int32']);
+  addInt64Keyword(ajv);
+  return ajv;
+}
+
+const ajv = createAjv({ useDefaults: true });
+
+const errorForPart: Record<string, ErrorName> = {
+  params: 'malformedPlantId',
+  querystring: 'invalidQuery',
+  body: 'invalidBody',
+};
+
+type Coerce = (data: unknown) => unknown;
+
+const DECIMAL = /^(?:0|-?[1-9][0-9]{0,14})$/;
+
+/**
+ * Path and query values arrive as strings; turn each into the type its schema names,
+ * strictly (canonical decimals only). A value that does not convert is left as it is,
+ * for the validator to reject with its own message.
+ */
+function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce {
+  const properties = Object.entries(schema.properties ?? {});
+  return (data) => {
+    const input = (data ?? {}) as Record<string, unknown>;
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(input)) out[key] = input[key];
+    for (const [key, property] of properties) {
+      const raw = out[key];
+      if (typeof raw !== 'string') continue;
+      if (describesInt64(property)) out[key] = parseInt64(raw) ?? raw;
+      else if ((property as { type?: unknown }).type === 'integer' && DECIMAL.test(raw)) {
+        out[key] = Number(raw);
+      }
+    }
+    return out;
+  };
+}
+
+function describe(error: ErrorObject | undefined, part: string): string {
+  if (error === undefined) return `Invalid ${part}.`;
+  const where = error.instancePath.replace(/^\//, '').replaceAll('/', '.');
+  const { additionalProperty, missingProperty } = error.params as Record<string, string>;
+  if (part === 'params') {
+    return 'The plant id must be a decimal integer from -9223372036854775808 to 9223372036854775807.';
+  }
+  const noun = part === 'querystring' ? 'query parameter' : 'property';
+  if (additionalProperty !== undefined) return `Unknown ${noun} "${additionalProperty}".`;
+  if (missingProperty !== undefined) return `Missing required ${noun} "${missingProperty}".`;
+  if (where === '') return `The ${part === 'body' ? 'request body' : 'query'} ${error.message}.`;
+  return `${part === 'body' ? 'Property' : 'Query parameter'} "${where}" ${error.message}.`;
+}
+
+/**
+ * Fastify's validator compiler for every route: validates losslessly parsed bodies and
+ * coerced path/query values against the same schemas the OpenAPI document publishes,
+ * and answers with the catalogue error for the part that failed.
+ */
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
+  const part = httpPart ?? 'body';
+  const validate = ajv.compile(forBigIntValidation(schema as object));
+  const coerce: Coerce =
+    part === 'params' || part === 'querystring' ? stringCoercer(schema as object) : (d) => d;
+  const errorName = errorForPart[part] ?? 'invalidBody';
+  return (data: unknown) => {
+    const value = coerce(data);
+    if (validate(value)) return { value };
+    return { error: new ApiError(errorName, describe(validate.errors?.[0], part)) };
+  };
+};

@@ -1,0 +1,59 @@
+import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
+import type { Scope } from '../core/scopes.js';
+import type { TokenRecord } from '../core/tokens.js';
+
+/**
+ * The persistence contract every database adapter implements (see
+ * test/store-contract.ts, which runs the same suite against each adapter).
+ * Adapters throw the errors below for expected outcomes, never database errors.
+ */
+export interface PlantStore {
+  /** Throws PlantExistsError if the id is taken, IdsExhaustedError if none is left. */
+  insert(plant: NewPlant): Promise<Plant>;
+  get(id: bigint): Promise<Plant | undefined>;
+  list(query: PlantQuery): Promise<Plant[]>;
+  /** Applies the change atomically; undefined when no plant has the id. */
+  update(id: bigint, change: PlantChange): Promise<Plant | undefined>;
+  /** True when a plant was deleted, false when none had the id. */
+  delete(id: bigint): Promise<boolean>;
+}
+
+export interface NewToken {
+  name: string;
+  hash: string;
+  scopes: Scope[];
+  createdAt: Date;
+  expiresAt: Date | null;
+}
+
+export type RevokeOutcome = 'revoked' | 'already-revoked' | 'not-found';
+
+export interface TokenStore {
+  create(token: NewToken): Promise<TokenRecord>;
+  findByHash(hash: string): Promise<TokenRecord | undefined>;
+  list(): Promise<TokenRecord[]>;
+  revoke(id: number, at: Date): Promise<RevokeOutcome>;
+  touch(id: number, at: Date): Promise<void>;
+}
+
+export interface Store {
+  readonly plants: PlantStore;
+  readonly tokens: TokenStore;
+  /** Resolves when the database answers a trivial query. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class PlantExistsError extends Error {
+  constructor(readonly id: bigint) {
+    super(`plant ${id} already exists`);
+    this.name = 'PlantExistsError';
+  }
+}
+
+export class IdsExhaustedError extends Error {
+  constructor() {
+    super('no server-assigned plant id is left');
+    this.name = 'IdsExhaustedError';
+  }
+}
