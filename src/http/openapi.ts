@@ -12,10 +12,12 @@ const headerComponents: Record<HeaderName | 'X-Request-Id', Json> = {
     description:
       'Identifier of this request in the server logs: the X-Request-Id the client sent ' +
       '(1 to 128 visible ASCII characters), or a new UUID.',
+    required: true,
     schema: { type: 'string' },
   },
   Location: {
     description: 'Path of the plant created, e.g. /plants/42.',
+    required: true,
     schema: { type: 'string', format: 'uri-reference' },
   },
   Link: {
@@ -28,6 +30,7 @@ const headerComponents: Record<HeaderName | 'X-Request-Id', Json> = {
     description:
       'RFC 6750 challenge: `Bearer realm="plantstore"`, with `error="invalid_token"` for an ' +
       'unknown, revoked or expired token, or `error="insufficient_scope", scope="..."`.',
+    required: true,
     schema: { type: 'string' },
   },
 };

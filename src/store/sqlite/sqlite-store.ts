@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { INT64_MAX } from '../../core/int64.js';
-import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
+import type { NewPlant, PlantChange, PlantQuery } from '../../core/plant.js';
 import type { TokenRecord } from '../../core/tokens.js';
 import {
   IdsExhaustedError,
