@@ -30,7 +30,6 @@ export const errorCatalogue = {
   headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
   internal: { code: 50001, message: 'An unexpected error occurred.' },
   storeUnavailable: { code: 50301, message: 'The database is unavailable.' },
-  shuttingDown: { code: 50302, message: 'The server is shutting down; retry on another.' },
 } as const satisfies Record<string, ErrorKind>;
 
 export interface ErrorKind {

@@ -49,6 +49,9 @@ export function buildApp({ store, logger = false }: AppOptions): FastifyInstance
     // Long ids must reach the validator (and get a 400), not fall out of the router as 404s.
     routerOptions: { maxParamLength: 16 * 1024 },
     clientErrorHandler,
+    // While closing, the listener already refuses new connections; requests on open
+    // ones are served (with Connection: close) rather than given Fastify's own 503 body.
+    return503OnClosing: false,
     frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
   });
 

@@ -20,7 +20,6 @@ const byStatus: Record<number, ErrorName> = {
   408: 'requestTimeout',
   413: 'bodyTooLarge',
   415: 'unsupportedMediaType',
-  503: 'shuttingDown',
 };
 
 /**
