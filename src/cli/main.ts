@@ -1,5 +1,4 @@
 import { Command, CommanderError, Option } from 'commander';
-import { serve } from '../http/server.js';
 import { dbOption, parsePort } from './options.js';
 import { tokenCommand } from './token-commands.js';
 
@@ -30,6 +29,8 @@ function program(): Command {
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
     .action(async (options: { host: string; port: number; db: string; logLevel: string }) => {
+      // Loaded here so that token commands do not pay for the HTTP stack.
+      const { serve } = await import('../http/server.js');
       await serve({
         host: options.host,
         port: options.port,

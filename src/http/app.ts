@@ -37,12 +37,13 @@ function requestId(request: IncomingMessage): string {
  * store, listens, and closes both (see server.ts); tests use `inject` instead.
  */
 export function buildApp({ store, logger = false }: AppOptions): FastifyInstance {
+  const requestLog = new RequestLog();
   const app = Fastify({
     logger: logger && {
       ...(typeof logger === 'object' ? logger : {}),
       redact: { paths: ['req.headers.authorization', 'headers.authorization'], remove: true },
     },
-    logController: new RequestLog(),
+    logController: requestLog,
     genReqId: requestId,
     exposeHeadRoutes: false,
     bodyLimit: BODY_LIMIT,
@@ -52,7 +53,12 @@ export function buildApp({ store, logger = false }: AppOptions): FastifyInstance
     // While closing, the listener already refuses new connections; requests on open
     // ones are served (with Connection: close) rather than given Fastify's own 503 body.
     return503OnClosing: false,
-    frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
+    // Fastify answers these outside the request lifecycle (no onSend hooks, no completion
+    // log), so the request id and the request's log line are added here.
+    frameworkErrors: (error, request, reply) => {
+      reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
+      return sendError(reply.header('x-request-id', request.id), toApiError(error));
+    },
   });
 
   app.setValidatorCompiler(validatorCompiler);

@@ -74,9 +74,11 @@ function responses(op: OperationSpec): Json {
       spec.schema === undefined
         ? {}
         : {
-            content: {
-              [spec.mediaType ?? 'application/json']: { schema: toJson(spec.schema, false) },
-            },
+            content: Object.fromEntries(
+              [spec.mediaType ?? 'application/json']
+                .flat()
+                .map((type) => [type, { schema: toJson(spec.schema!, false) }]),
+            ),
           };
     out[status] = {
       description: spec.description,

@@ -11,8 +11,8 @@ export interface ResponseSpec {
   description: string;
   /** JSON schema of the body; absent for an empty body. */
   schema?: TSchema;
-  /** Defaults to application/json when a schema is given. */
-  mediaType?: string;
+  /** Defaults to application/json when a schema is given; several when the body varies. */
+  mediaType?: string | string[];
   headers?: HeaderName[];
 }
 

@@ -175,7 +175,7 @@ export const getDocsAsset = {
     200: {
       description: 'The asset.',
       schema: Type.String(),
-      mediaType: 'application/octet-stream',
+      mediaType: ['text/css', 'text/javascript'],
     },
   },
   errors: ['routeNotFound'],

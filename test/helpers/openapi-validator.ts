@@ -59,7 +59,8 @@ export class OpenApiValidator {
     if (operation === undefined || template === undefined) {
       // Not an operation (unknown path or method): the answer must be an Error.
       assert.ok(res.statusCode >= 400 && res.statusCode < 500, `${what}: expected a 4xx`);
-      return this.checkError(pointer('components', 'schemas', 'Error'), res, what);
+      this.checkError(pointer('components', 'schemas', 'Error'), res, what);
+      return;
     }
     const status = String(res.statusCode);
     const spec = ((operation as Json).responses as Json)[status] as Json | undefined;
@@ -90,8 +91,8 @@ export class OpenApiValidator {
       mediaType,
       'schema',
     );
-    if (res.statusCode >= 400) return this.checkError(ref, res, what);
-    this.validateBody(ref, parseJson(res.body), what);
+    if (res.statusCode >= 400) this.checkError(ref, res, what);
+    else this.validateBody(ref, parseJson(res.body), what);
   }
 
   private checkError(ref: string, res: CheckedResponse, what: string): void {

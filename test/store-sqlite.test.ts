@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { makeTempDir } from './helpers/setup.js';
+import { storeContract } from './store-contract.js';
+
+storeContract('sqlite store contract', async (t) => {
+  const store = openSqliteStore({ file: join(makeTempDir(t), 'contract.db') });
+  t.after(() => store.close());
+  return store;
+});
+
+interface MigrationRow {
+  version: number;
+  name: string;
+  applied_at: number;
+}
+
+/** The versions of the migration files in the repository, e.g. [1, 2]. */
+const migrationFiles = readdirSync(new URL('../migrations/sqlite/', import.meta.url))
+  .filter((file) => file.endsWith('.sql'))
+  .map((file) => Number(file.slice(0, 4)))
+  .sort((a, b) => a - b);
+
+function recorded(file: string): MigrationRow[] {
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.prepare('SELECT * FROM schema_migrations ORDER BY version').all() as MigrationRow[];
+  } finally {
+    db.close();
+  }
+}
+
+describe('sqlite migrations', () => {
+  it('records every migration in schema_migrations on a new database', async (t) => {
+    const file = join(makeTempDir(t), 'new.db');
+    const before = Date.now();
+    await openSqliteStore({ file }).close();
+    const rows = recorded(file);
+    assert.ok(migrationFiles.length > 0);
+    assert.deepEqual(
+      rows.map((row) => row.version),
+      migrationFiles,
+    );
+    assert.equal(rows[0]?.name, 'init');
+    for (const row of rows) assert.ok(row.applied_at >= before && row.applied_at <= Date.now());
+  });
+
+  it('creates the database directory when it is missing', async (t) => {
+    const file = join(makeTempDir(t), 'a', 'b', 'nested.db');
+    const store = openSqliteStore({ file });
+    await store.ping();
+    await store.close();
+    assert.equal(recorded(file).length, migrationFiles.length);
+  });
+
+  it('re-opening an existing database applies nothing again and keeps the data', async (t) => {
+    const file = join(makeTempDir(t), 'reopen.db');
+    const first = openSqliteStore({ file });
+    await first.plants.insert({ id: 9223372036854775807n, name: 'kept' });
+    await first.close();
+    const rows = recorded(file);
+    const again = openSqliteStore({ file });
+    t.after(() => again.close());
+    assert.deepEqual(await again.plants.get(9223372036854775807n), {
+      id: 9223372036854775807n,
+      name: 'kept',
+    });
+    assert.deepEqual(recorded(file), rows);
+  });
+
+  it('refuses a database whose schema is newer than the code knows', async (t) => {
+    const file = join(makeTempDir(t), 'newer.db');
+    await openSqliteStore({ file }).close();
+    const newer = (migrationFiles.at(-1) ?? 0) + 1;
+    const db = new Database(file);
+    db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(newer, 'future', Date.now());
+    db.close();
+    assert.throws(
+      () => openSqliteStore({ file }),
+      (error: unknown) =>
+        error instanceof Error &&
+        error.message.includes(`version ${newer}`) &&
+        /newer/.test(error.message) &&
+        /upgrade plantstore/.test(error.message),
+    );
+    // Nothing was applied or removed by the refused open.
+    assert.equal(recorded(file).at(-1)?.version, newer);
+  });
+});
