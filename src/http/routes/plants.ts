@@ -8,9 +8,10 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
     const { limit = 100, after, tag } = request.query;
     const page = await plants.list({ limit, after, tag });
     if (page.next !== undefined) {
-      const next = new URLSearchParams({ limit: String(limit), after: String(page.next) });
-      if (tag !== undefined) next.set('tag', tag);
-      reply.header('link', `</plants?${next}>; rel="next"`);
+      // encodeURIComponent, not URLSearchParams: a space must be %20, since `+` means a
+      // space only to form decoders, not to RFC 3986 clients following the link.
+      const tagParam = tag === undefined ? '' : `&tag=${encodeURIComponent(tag)}`;
+      reply.header('link', `</plants?limit=${limit}&after=${page.next}${tagParam}>; rel="next"`);
     }
     return page.plants;
   });
