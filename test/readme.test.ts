@@ -5,16 +5,28 @@ import { errorCatalogue, statusOf } from '../src/core/errors.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
+/** Table rows as trimmed cells, so column padding by a formatter does not matter. */
+const rows = readme
+  .split('\n')
+  .filter((line) => line.startsWith('|'))
+  .map((line) =>
+    line
+      .split('|')
+      .slice(1, -1)
+      .map((cell) => cell.trim())
+      .join(' | '),
+  );
+
 test('the README lists every error of the catalogue, with its status and meaning', () => {
   for (const kind of Object.values(errorCatalogue)) {
-    const row = `| ${kind.code} | ${statusOf(kind)} | ${kind.message} |`;
-    assert.ok(readme.includes(row), `README.md is missing the row: ${row}`);
+    const row = `${kind.code} | ${statusOf(kind)} | ${kind.message}`;
+    assert.ok(rows.includes(row), `README.md is missing the row: | ${row} |`);
   }
 });
 
 test('the README lists no error code the catalogue does not have', () => {
   const codes = new Set<number>(Object.values(errorCatalogue).map((kind) => kind.code));
-  const listed = [...readme.matchAll(/^\| (\d{5}) \|/gm)].map((match) => Number(match[1]));
+  const listed = rows.filter((row) => /^\d{5} \|/.test(row)).map((row) => Number(row.slice(0, 5)));
   assert.ok(listed.length > 0);
   assert.deepEqual(
     listed.filter((code) => !codes.has(code)),
