@@ -1,6 +1,15 @@
 import { Command, CommanderError, Option } from 'commander';
+import type { Durability } from '../store/sqlite/sqlite-store.js';
 import { dbOption, parsePort } from './options.js';
 import { tokenCommand } from './token-commands.js';
+
+interface ServeCommandOptions {
+  host: string;
+  port: number;
+  db: string;
+  durability: Durability;
+  logLevel: string;
+}
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
 const USAGE = 2;
@@ -23,18 +32,28 @@ function program(): Command {
     )
     .addOption(dbOption())
     .addOption(
+      new Option(
+        '--durability <level>',
+        'power: answer writes once fsynced; process: leave fsync to the OS (faster, may lose the last writes to a power cut)',
+      )
+        .env('PLANTSTORE_DURABILITY')
+        .default('power')
+        .choices(['power', 'process']),
+    )
+    .addOption(
       new Option('--log-level <level>', 'pino log level')
         .env('LOG_LEVEL')
         .default('info')
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
-    .action(async (options: { host: string; port: number; db: string; logLevel: string }) => {
+    .action(async (options: ServeCommandOptions) => {
       // Loaded here so that token commands do not pay for the HTTP stack.
       const { serve } = await import('../http/server.js');
       await serve({
         host: options.host,
         port: options.port,
         dbFile: options.db,
+        durability: options.durability,
         logLevel: options.logLevel,
       });
     });

@@ -1,11 +1,12 @@
 import type { FastifyServerOptions } from 'fastify';
-import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
+import { type Durability, openSqliteStore } from '../store/sqlite/sqlite-store.js';
 import { buildApp } from './app.js';
 
 export interface ServeOptions {
   host: string;
   port: number;
   dbFile: string;
+  durability: Durability;
   logLevel: string;
 }
 
@@ -14,7 +15,7 @@ export interface ServeOptions {
  * in-flight requests finish, closes the store and exits 0.
  */
 export async function serve(options: ServeOptions): Promise<void> {
-  const store = openSqliteStore({ file: options.dbFile });
+  const store = openSqliteStore({ file: options.dbFile, durability: options.durability });
   const logger: FastifyServerOptions['logger'] = { level: options.logLevel };
   const app = buildApp({ store, logger });
   let stopping = false;

@@ -13,23 +13,32 @@ import {
   type Store,
   type TokenStore,
 } from '../store.js';
+import { GroupCommit } from './group-commit.js';
 import { loadMigrations, migrate } from './migrate.js';
 import { type PlantRow, type TokenRow, toPlant, toToken } from './rows.js';
+
+/**
+ * `power`: a write is answered only once it is fsynced (synchronous=FULL), so it survives
+ * power loss. `process`: fsync is left to the OS (synchronous=NORMAL); a write survives the
+ * process being killed, but the last moments of writes may be lost to a power cut.
+ */
+export type Durability = 'power' | 'process';
 
 export interface SqliteOptions {
   /** Path of the database file; created with its directory if missing. */
   file: string;
+  durability?: Durability;
 }
 
 /** Opens (creating and migrating if needed) a SQLite database as a Store. */
-export function openSqliteStore({ file }: SqliteOptions): Store {
+export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): Store {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file);
   try {
-    // WAL with synchronous=NORMAL: a committed transaction is in the WAL file before
-    // the call returns, so it survives the process being killed (not power loss).
+    // In WAL mode, FULL fsyncs the WAL at every commit; NORMAL leaves committed
+    // transactions in the OS page cache, which outlives the process but not the machine.
     db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
+    db.pragma(`synchronous = ${durability === 'power' ? 'FULL' : 'NORMAL'}`);
     db.pragma('busy_timeout = 5000');
     db.defaultSafeIntegers(true);
     migrate(db, loadMigrations('sqlite'));
@@ -37,7 +46,8 @@ export function openSqliteStore({ file }: SqliteOptions): Store {
     db.close();
     throw error;
   }
-  const plants = sqlitePlants(db);
+  const batches = new GroupCommit(db);
+  const plants = sqlitePlants(db, batches);
   const tokens = sqliteTokens(db);
   const ping = db.prepare('SELECT 1');
   return {
@@ -47,7 +57,9 @@ export function openSqliteStore({ file }: SqliteOptions): Store {
       ping.get();
     },
     async close() {
-      if (db.open) db.close();
+      if (!db.open) return;
+      batches.flushAll();
+      db.close();
     },
   };
 }
@@ -56,13 +68,15 @@ function isSqliteError(error: unknown, code: string): boolean {
   return error instanceof Error && (error as { code?: unknown }).code === code;
 }
 
-function sqlitePlants(db: Database.Database): PlantStore {
+function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
   const columns = 'id, name, tag';
   const insertWithId = db.prepare(
     `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${columns}`,
   );
   const insertNew = db.prepare(`INSERT INTO plants (name, tag) VALUES (?, ?) RETURNING ${columns}`);
-  const largestAssigned = db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'plants'");
+  const largestAssigned = db
+    .prepare("SELECT seq FROM sqlite_sequence WHERE name = 'plants'")
+    .pluck();
   const getOne = db.prepare(`SELECT ${columns} FROM plants WHERE id = ?`);
   const update = db.prepare(
     `UPDATE plants SET name = coalesce(@name, name),
@@ -80,26 +94,21 @@ function sqlitePlants(db: Database.Database): PlantStore {
   };
 
   return {
-    async insert({ id, name, tag }: NewPlant) {
-      try {
-        const row = (
-          id === undefined
-            ? insertNew.get(name, tag ?? null)
-            : insertWithId.get(id, name, tag ?? null)
-        ) as PlantRow;
-        return toPlant(row);
-      } catch (error) {
-        if (id !== undefined && isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) {
-          throw new PlantExistsError(id);
+    insert: ({ id, name, tag }: NewPlant) =>
+      batches.run(() => {
+        if (id === undefined) {
+          // Checked first: SQLite answers exhaustion with SQLITE_FULL, which may roll back
+          // the whole transaction, and with it the other writes of the batch.
+          if (largestAssigned.get() === INT64_MAX) throw new IdsExhaustedError();
+          return toPlant(insertNew.get(name, tag ?? null) as PlantRow);
         }
-        // AUTOINCREMENT reports SQLITE_FULL once the largest id ever used is INT64_MAX.
-        if (id === undefined && isSqliteError(error, 'SQLITE_FULL')) {
-          const seq = largestAssigned.pluck().get() as bigint | undefined;
-          if (seq === INT64_MAX) throw new IdsExhaustedError();
+        try {
+          return toPlant(insertWithId.get(id, name, tag ?? null) as PlantRow);
+        } catch (error) {
+          if (isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) throw new PlantExistsError(id);
+          throw error;
         }
-        throw error;
-      }
-    },
+      }),
     async get(id: bigint) {
       const row = getOne.get(id) as PlantRow | undefined;
       return row && toPlant(row);
@@ -116,18 +125,17 @@ function sqlitePlants(db: Database.Database): PlantStore {
       const rows = statement.all({ limit, after, tag }) as PlantRow[];
       return rows.map(toPlant);
     },
-    async update(id: bigint, change: PlantChange) {
-      const row = update.get({
-        id,
-        name: change.name ?? null,
-        setTag: change.tag === undefined ? 0 : 1,
-        tag: change.tag ?? null,
-      }) as PlantRow | undefined;
-      return row && toPlant(row);
-    },
-    async delete(id: bigint) {
-      return remove.run(id).changes > 0;
-    },
+    update: (id: bigint, change: PlantChange) =>
+      batches.run(() => {
+        const row = update.get({
+          id,
+          name: change.name ?? null,
+          setTag: change.tag === undefined ? 0 : 1,
+          tag: change.tag ?? null,
+        }) as PlantRow | undefined;
+        return row && toPlant(row);
+      }),
+    delete: (id: bigint) => batches.run(() => remove.run(id).changes > 0),
   };
 }
 
