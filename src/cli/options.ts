@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option } from 'commander';
-import { parseScopes } from '../core/scopes.js';
+import { DEFAULT_SCOPES, parseScopes } from '../core/scopes.js';
 import { parseDuration } from '../core/tokens.js';
 
 /** Where the database is when neither --db nor PLANTSTORE_DB says. */
@@ -28,7 +28,7 @@ export const dbOption = () =>
 
 export const scopesOption = () =>
   new Option('--scopes <list>', 'comma-separated scopes')
-    .default(parseScopes('plants:read,plants:write'), 'plants:read,plants:write')
+    .default([...DEFAULT_SCOPES], DEFAULT_SCOPES.join(','))
     .argParser(argument(parseScopes));
 
 export const expiresOption = () =>

@@ -6,6 +6,9 @@ export const INT64_MAX = 2n ** 63n - 1n;
 // One spelling per value keeps ids comparable as text in logs, headers and caches.
 const CANONICAL_DECIMAL = /^(?:0|-?[1-9][0-9]{0,18})$/;
 
+/** How messages and documents state the range. */
+export const INT64_RANGE = `${INT64_MIN} to ${INT64_MAX}`;
+
 export function isInt64(value: bigint): boolean {
   return value >= INT64_MIN && value <= INT64_MAX;
 }

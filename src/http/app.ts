@@ -6,13 +6,10 @@ import { TokenService } from '../service/token-service.js';
 import type { Store } from '../store/store.js';
 import { authenticate } from './auth.js';
 import { checkBody, registerJsonParsers } from './body.js';
-import {
-  BODY_LIMIT,
-  clientErrorHandler,
-  installErrorHandling,
-  sendError,
-  toApiError,
-} from './error-reply.js';
+import { ApiError } from '../core/errors.js';
+import { installErrorHandling, sendError, toApiError } from './error-reply.js';
+import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from './limits.js';
+import { clientErrorHandler, refuseConnect } from './raw-errors.js';
 import { RequestLog } from './request-log.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
@@ -22,6 +19,8 @@ export interface AppOptions {
   store: Store;
   /** Pino options (or false for silence); the Authorization header is always redacted. */
   logger?: FastifyServerOptions['logger'];
+  /** Overrides REQUEST_TIMEOUT_MS (for tests of slow clients). */
+  requestTimeoutMs?: number;
 }
 
 const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -36,7 +35,11 @@ function requestId(request: IncomingMessage): string {
  * Builds the HTTP application around a store. Does no I/O itself: the caller opens the
  * store, listens, and closes both (see server.ts); tests use `inject` instead.
  */
-export function buildApp({ store, logger = false }: AppOptions): FastifyInstance {
+export function buildApp({
+  store,
+  logger = false,
+  requestTimeoutMs = REQUEST_TIMEOUT_MS,
+}: AppOptions): FastifyInstance {
   const requestLog = new RequestLog();
   const app = Fastify({
     logger: logger && {
@@ -47,6 +50,15 @@ export function buildApp({ store, logger = false }: AppOptions): FastifyInstance
     genReqId: requestId,
     exposeHeadRoutes: false,
     bodyLimit: BODY_LIMIT,
+    // Slow clients are cut off with a 408 rather than holding a connection (and shutdown).
+    requestTimeout: requestTimeoutMs,
+    http: {
+      // Node would answer a missing Host with an empty 400 of its own; we answer it below.
+      requireHostHeader: false,
+      headersTimeout: Math.min(HEADERS_TIMEOUT_MS, requestTimeoutMs),
+      // Node checks the timeouts this often (30 s by default), so they hold to about 1 s.
+      connectionsCheckingInterval: 1_000,
+    },
     // Long ids must reach the validator (and get a 400), not fall out of the router as 404s.
     routerOptions: { maxParamLength: 16 * 1024 },
     clientErrorHandler,
@@ -65,6 +77,12 @@ export function buildApp({ store, logger = false }: AppOptions): FastifyInstance
   registerJsonParsers(app);
   installErrorHandling(app);
 
+  app.server.on('connect', (_request, socket) => refuseConnect(app.log, socket));
+  app.addHook('onRequest', async (request) => {
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw new ApiError('malformedRequest', 'HTTP/1.1 requests need a Host header.');
+    }
+  });
   app.addHook('onRequest', authenticate(new TokenService(store.tokens)));
   app.addHook('preParsing', async (request, _reply, payload) => {
     await checkBody(request);

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
-import { BODY_LIMIT } from './error-reply.js';
-import { parseJson } from './json.js';
+import { BODY_LIMIT } from './limits.js';
+import { decodeUtf8, parseJson } from './json.js';
 
 const JSON_MEDIA_TYPES = ['application/json', 'application/merge-patch+json'];
 
@@ -21,6 +21,9 @@ export async function checkBody(request: FastifyRequest): Promise<void> {
   if (op === undefined) return;
   if (op.body === undefined) {
     if (hasBody(request)) throw new ApiError('unexpectedBody');
+    // Nothing to parse: a stray Content-Type (some clients always send one) must not
+    // make Fastify run a body parser on the empty body and refuse the request.
+    delete request.headers['content-type'];
     return;
   }
   const header = request.headers['content-type'];
@@ -41,13 +44,16 @@ export function registerJsonParsers(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     JSON_MEDIA_TYPES,
-    { parseAs: 'string', bodyLimit: BODY_LIMIT },
+    { parseAs: 'buffer', bodyLimit: BODY_LIMIT },
     (_request, body, done) => {
       try {
-        done(null, parseJson(body as string));
+        done(null, parseJson(decodeUtf8(body as Buffer)));
       } catch (error) {
+        // The parser quotes the offending input, which may be half a surrogate pair.
         const reason =
-          error instanceof RangeError ? 'it is nested too deeply' : (error as Error).message;
+          error instanceof RangeError
+            ? 'it is nested too deeply'
+            : (error as Error).message.replace(/\p{Cs}/gu, '\uFFFD');
         done(new ApiError('malformedJson', `The request body is not well-formed JSON: ${reason}.`));
       }
     },

@@ -1,12 +1,7 @@
-import { randomUUID } from 'node:crypto';
-import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { ApiError, type ErrorName, errorCatalogue, statusOf } from '../core/errors.js';
-import { templateMatcher } from './operation.js';
-import { operations } from './operations.js';
-
-/** Bytes a request body may have; published in the OpenAPI document. */
-export const BODY_LIMIT = 64 * 1024;
+import { ApiError, type ErrorName } from '../core/errors.js';
+import { StoreUnavailableError } from '../store/store.js';
+import { allowedMethods } from './allowed-methods.js';
 
 const fastifyErrors: Record<string, ErrorName> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'bodyTooLarge',
@@ -29,6 +24,9 @@ const byStatus: Record<number, ErrorName> = {
  */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof StoreUnavailableError) {
+    return new ApiError('storeUnavailable', undefined, { 'retry-after': '1' });
+  }
   const { code, statusCode } = (error ?? {}) as { code?: string; statusCode?: number };
   const name = (code && fastifyErrors[code]) || (statusCode && byStatus[statusCode]);
   if (name) return new ApiError(name);
@@ -44,19 +42,6 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
     .headers(error.headers)
     .type('application/json; charset=utf-8')
     .send(error.toBody());
-}
-
-const routable = new Map<RegExp, string[]>();
-for (const op of operations) {
-  const matcher = [...routable.keys()].find((re) => re.source === templateMatcher(op.path).source);
-  if (matcher) routable.get(matcher)!.push(op.method);
-  else routable.set(templateMatcher(op.path), [op.method]);
-}
-
-/** Methods the API supports on a concrete path, or undefined when no route has it. */
-export function allowedMethods(path: string): string[] | undefined {
-  for (const [matcher, methods] of routable) if (matcher.test(path)) return methods;
-  return undefined;
 }
 
 export function installErrorHandling(app: FastifyInstance): void {
@@ -81,35 +66,4 @@ export function installErrorHandling(app: FastifyInstance): void {
 
 function truncate(text: string): string {
   return text.length > 100 ? `${text.slice(0, 100)}...` : text;
-}
-
-const REASONS: Record<number, string> = {
-  400: 'Bad Request',
-  408: 'Request Timeout',
-  431: 'Request Header Fields Too Large',
-};
-
-/**
- * Answers what Node's HTTP parser rejects before Fastify sees a request (malformed
- * syntax, oversized headers, slow requests) with the Error body, not Node's empty one.
- */
-export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
-    socket.destroy();
-    return;
-  }
-  const name: ErrorName =
-    error.code === 'HPE_HEADER_OVERFLOW'
-      ? 'headersTooLarge'
-      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? 'requestTimeout'
-        : 'malformedRequest';
-  const kind = errorCatalogue[name];
-  const status = statusOf(kind);
-  const body = JSON.stringify({ error: kind.code, message: kind.message });
-  socket.end(
-    `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `X-Request-Id: ${randomUUID()}\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
 }

@@ -1,5 +1,5 @@
 import type { Ajv2020 } from 'ajv/dist/2020.js';
-import { isInt64 } from '../core/int64.js';
+import { INT64_RANGE, isInt64 } from '../core/int64.js';
 
 /** The keyword that stands for `{type: integer, format: int64}` in validators. */
 export const INT64_KEYWORD = 'x-int64';
@@ -33,7 +33,7 @@ export function addInt64Keyword(ajv: Ajv2020): void {
   ajv.addKeyword({
     keyword: INT64_KEYWORD,
     schemaType: 'boolean',
-    error: { message: 'must be an integer from -9223372036854775808 to 9223372036854775807' },
+    error: { message: `must be an integer from ${INT64_RANGE}` },
     validate: (_enabled: boolean, data: unknown) => typeof data === 'bigint' && isInt64(data),
   });
 }

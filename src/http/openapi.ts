@@ -26,6 +26,11 @@ const headerComponents: Record<HeaderName | 'X-Request-Id', Json> = {
       'absent on the last page.',
     schema: { type: 'string' },
   },
+  'Retry-After': {
+    description: 'Seconds after which the request may be retried.',
+    required: true,
+    schema: { type: 'string', pattern: '^[0-9]+$' },
+  },
   'WWW-Authenticate': {
     description:
       'RFC 6750 challenge: `Bearer realm="plantstore"`, with `error="invalid_token"` for an ' +
@@ -90,7 +95,12 @@ function responses(op: OperationSpec): Json {
     const codes = names.map(
       (name) => `\`${errorCatalogue[name].code}\` ${errorCatalogue[name].message}`,
     );
-    const challenge = status === 401 || status === 403 ? ['WWW-Authenticate'] : [];
+    const challenge =
+      status === 401 || status === 403
+        ? ['WWW-Authenticate']
+        : status === 503
+          ? ['Retry-After']
+          : [];
     out[String(status)] = {
       description: `Error. \`error\` is one of:\n\n- ${codes.join('\n- ')}`,
       headers: headerRefs(challenge),
@@ -136,9 +146,10 @@ path \`404\`, unsupported method \`405\` with \`Allow\`), authentication (\`401\
 
 Every error, whatever its status, is \`application/json\` \`{"error": <int32>, "message": <string>}\`
 and carries \`X-Request-Id\`. Besides the answers listed per operation, any request can get
-\`404\` (no such path), \`405\` (method not supported on the path, with \`Allow\`), \`400\`
-(malformed HTTP) or \`431\` (header fields over 16 KiB), all with the Error body. Request bodies are
-limited to 64 KiB.
+\`404\` (no such path) or \`405\` (method not supported on the path, with \`Allow\`), both with
+the Error body. Limits: request bodies 64 KiB (\`413\`), header fields 16 KiB (\`431\`), the
+header section must arrive within 10 s and the whole request within 30 s (\`408\`). When the
+database is locked or unreachable, operations answer \`503\` with \`Retry-After\`.
 
 ## Error catalogue
 

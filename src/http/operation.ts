@@ -5,7 +5,7 @@ import type { Scope } from '../core/scopes.js';
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 /** Response headers the document describes once, under components/headers. */
-export type HeaderName = 'Location' | 'Link' | 'WWW-Authenticate';
+export type HeaderName = 'Location' | 'Link' | 'WWW-Authenticate' | 'Retry-After';
 
 export interface ResponseSpec {
   description: string;
@@ -44,8 +44,19 @@ export interface OperationSpec<
 
 /** Every catalogue error an operation can answer with, common ones included. */
 export function errorsOf(op: OperationSpec): ErrorName[] {
-  const names: ErrorName[] = [...op.errors, 'invalidQuery', 'internal'];
-  if (op.scope !== null) names.push('missingCredentials', 'invalidToken', 'insufficientScope');
+  // Any request can be malformed, too slow or have oversized headers.
+  const names: ErrorName[] = [
+    ...op.errors,
+    'invalidQuery',
+    'malformedRequest',
+    'requestTimeout',
+    'headersTooLarge',
+    'internal',
+  ];
+  if (op.scope !== null) {
+    // Checking the token reads the database, so these can all find it unavailable.
+    names.push('missingCredentials', 'invalidToken', 'insufficientScope', 'storeUnavailable');
+  }
   if (op.body === undefined) names.push('unexpectedBody');
   else names.push('malformedJson', 'invalidBody', 'bodyTooLarge', 'unsupportedMediaType');
   return [...new Set(names)].sort((a, b) => errorCatalogue[a].code - errorCatalogue[b].code);

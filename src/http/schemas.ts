@@ -1,4 +1,4 @@
-import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { type TSchema, Type } from '@sinclair/typebox';
 import { errorCatalogue } from '../core/errors.js';
 import { PLANT_LIMITS } from '../core/plant.js';
 
@@ -94,7 +94,7 @@ export const ErrorSchema = Type.Object(
     }),
     message: Type.String({ description: 'What went wrong, for people.' }),
   },
-  { additionalProperties: false, required: ['error', 'message'] },
+  { additionalProperties: false },
 );
 
 export const Health = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false });
@@ -107,5 +107,3 @@ export const components: Record<string, TSchema> = {
   Error: ErrorSchema,
   Health,
 };
-
-export type PlantBody = Static<typeof Plant>;

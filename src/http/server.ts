@@ -1,6 +1,7 @@
 import type { FastifyServerOptions } from 'fastify';
 import { type Durability, openSqliteStore } from '../store/sqlite/sqlite-store.js';
 import { buildApp } from './app.js';
+import { SHUTDOWN_GRACE_MS } from './limits.js';
 
 export interface ServeOptions {
   host: string;
@@ -23,6 +24,8 @@ export async function serve(options: ServeOptions): Promise<void> {
     if (stopping) return;
     stopping = true;
     app.log.info({ signal }, 'shutting down');
+    // Requests still running after the grace period are cut off rather than awaited forever.
+    setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     try {
       await app.close();
       await store.close();

@@ -3,7 +3,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import { ApiError, type ErrorName } from '../core/errors.js';
-import { parseInt64 } from '../core/int64.js';
+import { INT64_RANGE, parseInt64 } from '../core/int64.js';
 import { addInt64Keyword, describesInt64, forBigIntValidation } from './int64-schema.js';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under NodeNext.
@@ -43,9 +43,12 @@ const DECIMAL = /^(?:0|-?[1-9][0-9]{0,14})$/;
 function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce {
   const properties = Object.entries(schema.properties ?? {});
   return (data) => {
-    const input = (data ?? {}) as Record<string, unknown>;
-    const out: Record<string, unknown> = {};
-    for (const key of Object.keys(input)) out[key] = input[key];
+    // fromEntries defines own properties: a `__proto__` key stays a key for the
+    // validator to reject, instead of replacing the object's prototype.
+    const out = Object.fromEntries(Object.entries((data ?? {}) as object)) as Record<
+      string,
+      unknown
+    >;
     for (const [key, property] of properties) {
       const raw = out[key];
       if (typeof raw !== 'string') continue;
@@ -63,7 +66,7 @@ function describe(error: ErrorObject | undefined, part: string): string {
   const where = error.instancePath.replace(/^\//, '').replaceAll('/', '.');
   const { additionalProperty, missingProperty } = error.params as Record<string, string>;
   if (part === 'params') {
-    return 'The plant id must be a decimal integer from -9223372036854775808 to 9223372036854775807.';
+    return `The plant id must be a decimal integer from ${INT64_RANGE}.`;
   }
   const noun = part === 'querystring' ? 'query parameter' : 'property';
   if (additionalProperty !== undefined) return `Unknown ${noun} "${additionalProperty}".`;

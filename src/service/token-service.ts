@@ -45,7 +45,8 @@ export class TokenService {
     const last = this.lastTouched.get(record.id) ?? record.lastUsedAt?.getTime() ?? 0;
     if (now.getTime() - last >= LAST_USED_RESOLUTION_MS) {
       this.lastTouched.set(record.id, now.getTime());
-      await this.store.touch(record.id, now);
+      // Best effort: a busy database must not fail a request over a "last used" date.
+      await this.store.touch(record.id, now).catch(() => undefined);
     }
     return record;
   }

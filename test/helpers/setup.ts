@@ -23,6 +23,8 @@ export interface Call extends Omit<InjectOptions, 'url' | 'method'> {
 export interface TestApp {
   app: FastifyInstance;
   store: Store;
+  /** The SQLite database file. */
+  file: string;
   tokens: TokenService;
   /** The token with every scope that `call` sends by default. */
   token: string;
@@ -40,7 +42,8 @@ export function makeTempDir(t: TestContext): string {
 
 /** A fresh app on a fresh SQLite database, closed when the test ends. */
 export async function setup(t: TestContext): Promise<TestApp> {
-  const store = openSqliteStore({ file: join(makeTempDir(t), 'test.db') });
+  const file = join(makeTempDir(t), 'test.db');
+  const store = openSqliteStore({ file });
   const app = buildApp({ store });
   t.after(async () => {
     await app.close();
@@ -71,7 +74,7 @@ export async function setup(t: TestContext): Promise<TestApp> {
     validator.check(rest.method, rest.url, res);
     return res;
   };
-  return { app, store, tokens, token, newToken, call };
+  return { app, store, file, tokens, token, newToken, call };
 }
 
 /** The body parsed with exact int64s. */

@@ -1,11 +1,12 @@
 import type { FastifyInstance } from 'fastify';
+import { PLANT_LIMITS } from '../../core/plant.js';
 import type { PlantService } from '../../service/plant-service.js';
 import { createPlant, deletePlant, getPlant, listPlants, updatePlant } from '../operations.js';
 import { route } from '../route.js';
 
 export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
   route(app, listPlants, async (request, reply) => {
-    const { limit = 100, after, tag } = request.query;
+    const { limit = PLANT_LIMITS.listDefault, after, tag } = request.query;
     const page = await plants.list({ limit, after, tag });
     if (page.next !== undefined) {
       // encodeURIComponent, not URLSearchParams: a space must be %20, since `+` means a

@@ -57,7 +57,7 @@ export function systemRoutes(app: FastifyInstance, store: Store): void {
       await withTimeout(store.ping(), READINESS_TIMEOUT_MS);
     } catch (error) {
       request.log.warn({ err: error }, 'database not ready');
-      throw new ApiError('storeUnavailable');
+      throw new ApiError('storeUnavailable', undefined, { 'retry-after': '1' });
     }
     return { status: 'ok' as const };
   });

@@ -9,6 +9,7 @@ import {
   type NewToken,
   PlantExistsError,
   type PlantStore,
+  StoreUnavailableError,
   type RevokeOutcome,
   type Store,
   type TokenStore,
@@ -39,7 +40,9 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
     // transactions in the OS page cache, which outlives the process but not the machine.
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${durability === 'power' ? 'FULL' : 'NORMAL'}`);
-    db.pragma('busy_timeout = 5000');
+    // better-sqlite3 waits for a lock synchronously, stalling every request meanwhile:
+    // wait briefly, then answer 503 (StoreUnavailableError) and let the client retry.
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     db.defaultSafeIntegers(true);
     migrate(db, loadMigrations('sqlite'));
   } catch (error) {
@@ -49,12 +52,13 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
   const batches = new GroupCommit(db);
   const plants = sqlitePlants(db, batches);
   const tokens = sqliteTokens(db);
-  const ping = db.prepare('SELECT 1');
+  // Reads a page of the file, so a locked or broken database fails the ping.
+  const ping = db.prepare('SELECT max(version) FROM schema_migrations');
   return {
     plants,
     tokens,
     async ping() {
-      ping.get();
+      guard(() => ping.get());
     },
     async close() {
       if (!db.open) return;
@@ -64,11 +68,37 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
   };
 }
 
+/** How long a write waits for a lock another process holds before giving up. */
+export const BUSY_TIMEOUT_MS = 200;
+
 function isSqliteError(error: unknown, code: string): boolean {
   return error instanceof Error && (error as { code?: unknown }).code === code;
 }
 
+// Errors that say the database cannot be used right now, rather than that the request is wrong.
+const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|IOERR|CANTOPEN|FULL|READONLY)/;
+
+function translate(error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && UNAVAILABLE.test(code)
+    ? new StoreUnavailableError(error)
+    : error;
+}
+
+/** Runs synchronous database work, turning "cannot use the database" into StoreUnavailableError. */
+function guard<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    throw translate(error);
+  }
+}
+
 function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
+  const write = <T>(work: () => T): Promise<T> =>
+    batches.run(work).catch((error: unknown) => {
+      throw translate(error);
+    });
   const columns = 'id, name, tag';
   const insertWithId = db.prepare(
     `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${columns}`,
@@ -95,7 +125,7 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
 
   return {
     insert: ({ id, name, tag }: NewPlant) =>
-      batches.run(() => {
+      write(() => {
         if (id === undefined) {
           // Checked first: SQLite answers exhaustion with SQLITE_FULL, which may roll back
           // the whole transaction, and with it the other writes of the batch.
@@ -110,7 +140,7 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
         }
       }),
     async get(id: bigint) {
-      const row = getOne.get(id) as PlantRow | undefined;
+      const row = guard(() => getOne.get(id)) as PlantRow | undefined;
       return row && toPlant(row);
     },
     async list({ limit, after, tag }: PlantQuery) {
@@ -122,11 +152,11 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
           : after === undefined
             ? pages.tag
             : pages.tagAfter;
-      const rows = statement.all({ limit, after, tag }) as PlantRow[];
+      const rows = guard(() => statement.all({ limit, after, tag })) as PlantRow[];
       return rows.map(toPlant);
     },
     update: (id: bigint, change: PlantChange) =>
-      batches.run(() => {
+      write(() => {
         const row = update.get({
           id,
           name: change.name ?? null,
@@ -135,7 +165,7 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
         }) as PlantRow | undefined;
         return row && toPlant(row);
       }),
-    delete: (id: bigint) => batches.run(() => remove.run(id).changes > 0),
+    delete: (id: bigint) => write(() => remove.run(id).changes > 0),
   };
 }
 
@@ -163,7 +193,7 @@ function sqliteTokens(db: Database.Database): TokenStore {
       return toToken(row);
     },
     async findByHash(hash: string) {
-      const row = byHash.get(hash) as TokenRow | undefined;
+      const row = guard(() => byHash.get(hash)) as TokenRow | undefined;
       return row && toToken(row);
     },
     async list() {
@@ -174,7 +204,7 @@ function sqliteTokens(db: Database.Database): TokenStore {
       return exists.get(id) === undefined ? 'not-found' : 'already-revoked';
     },
     async touch(id: number, at: Date) {
-      touch.run(at.getTime(), id);
+      guard(() => touch.run(at.getTime(), id));
     },
   };
 }

@@ -1,0 +1,50 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { FastifyBaseLogger } from 'fastify';
+import { ApiError, type ErrorName } from '../core/errors.js';
+
+/**
+ * Writes an Error answer straight to a socket, for what never becomes a Fastify
+ * request: what Node's HTTP parser rejects, and CONNECT. Logged like any request.
+ */
+function answerRaw(
+  log: FastifyBaseLogger,
+  socket: Duplex,
+  error: ApiError,
+  cause: string | undefined,
+): void {
+  const reqId = randomUUID();
+  const body = JSON.stringify(error.toBody());
+  socket.end(
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n` +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `X-Request-Id: ${reqId}\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+  log.info({ reqId, status: error.status, cause, route: null }, 'request');
+}
+
+const parserErrors: Record<string, ErrorName> = {
+  HPE_HEADER_OVERFLOW: 'headersTooLarge',
+  ERR_HTTP_REQUEST_TIMEOUT: 'requestTimeout',
+};
+
+/** Fastify's clientErrorHandler: `this` is the Fastify instance. */
+export function clientErrorHandler(
+  this: { log: FastifyBaseLogger },
+  error: Error & { code?: string },
+  socket: Duplex,
+): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const name = (error.code && parserErrors[error.code]) || 'malformedRequest';
+  answerRaw(this.log, socket, new ApiError(name), error.code);
+}
+
+/** Node hands CONNECT to a separate event; without a listener it drops the socket. */
+export function refuseConnect(log: FastifyBaseLogger, socket: Duplex): void {
+  answerRaw(log, socket, new ApiError('malformedRequest', 'CONNECT is not supported.'), 'CONNECT');
+}
