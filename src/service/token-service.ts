@@ -5,6 +5,16 @@ import type { RevokeOutcome, TokenStore } from '../store/store.js';
 /** How stale "last used" may be: recording every use would turn each read into a write. */
 export const LAST_USED_RESOLUTION_MS = 60_000;
 
+/**
+ * How long a token looked up in the database is trusted without asking again: the bound
+ * on how late a revocation made elsewhere (the CLI, another instance) takes effect.
+ * Expiry is checked on every use regardless.
+ */
+export const TOKEN_CACHE_TTL_MS = 2_000;
+
+/** Tokens cached at most; the oldest entry makes room. */
+const TOKEN_CACHE_MAX = 10_000;
+
 export interface CreateTokenInput {
   name: string;
   scopes: Scope[];
@@ -15,6 +25,7 @@ export interface CreateTokenInput {
 /** Issues, checks and revokes access tokens. */
 export class TokenService {
   private readonly lastTouched = new Map<number, number>();
+  private readonly cache = new Map<string, { record: TokenRecord; until: number }>();
 
   constructor(
     private readonly store: TokenStore,
@@ -39,8 +50,8 @@ export class TokenService {
 
   /** The token's record if it exists and is neither revoked nor expired. */
   async authenticate(token: string): Promise<TokenRecord | undefined> {
-    const record = await this.store.findByHash(hashToken(token));
     const now = this.now();
+    const record = await this.lookup(hashToken(token), now.getTime());
     if (record === undefined || !isTokenUsable(record, now)) return undefined;
     const last = this.lastTouched.get(record.id) ?? record.lastUsedAt?.getTime() ?? 0;
     if (now.getTime() - last >= LAST_USED_RESOLUTION_MS) {
@@ -51,11 +62,27 @@ export class TokenService {
     return record;
   }
 
+  /** The record of a hash, from the cache while fresh. Unknown hashes are not cached. */
+  private async lookup(hash: string, now: number): Promise<TokenRecord | undefined> {
+    const cached = this.cache.get(hash);
+    if (cached !== undefined && cached.until > now) return cached.record;
+    this.cache.delete(hash);
+    const record = await this.store.findByHash(hash);
+    if (record !== undefined) {
+      if (this.cache.size >= TOKEN_CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
+      this.cache.set(hash, { record, until: now + TOKEN_CACHE_TTL_MS });
+    }
+    return record;
+  }
+
   list(): Promise<TokenRecord[]> {
     return this.store.list();
   }
 
-  revoke(id: number): Promise<RevokeOutcome> {
-    return this.store.revoke(id, this.now());
+  /** Revokes a token; through this service, it is refused from the next request on. */
+  async revoke(id: number): Promise<RevokeOutcome> {
+    const outcome = await this.store.revoke(id, this.now());
+    for (const [hash, { record }] of this.cache) if (record.id === id) this.cache.delete(hash);
+    return outcome;
   }
 }
