@@ -1,32 +1,44 @@
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
+import type { Scope } from '../core/scopes.js';
+import type { TokenRecord } from '../core/tokens.js';
 import { parseBearer } from '../core/tokens.js';
 import type { TokenService } from '../service/token-service.js';
 
 const REALM = 'Bearer realm="plantstore"';
 
+/** The refusal, if any; synchronous when the token is answered from the cache. */
+export type AuthOutcome = ApiError | undefined | Promise<ApiError | undefined>;
+
 /**
- * onRequest hook: runs before the body is read, so a request without valid credentials
- * is refused before any of its input is looked at (DESIGN §3, order of checks).
+ * Checks credentials before the body is read, so a request without valid credentials is
+ * refused before any of its input is looked at (DESIGN §3, order of checks).
  */
 export function authenticate(tokens: TokenService) {
-  return async (request: FastifyRequest): Promise<void> => {
+  return (request: FastifyRequest): AuthOutcome => {
     const scope = request.routeOptions.config.operation?.scope;
-    if (scope === undefined || scope === null) return;
+    if (scope === undefined || scope === null) return undefined;
     const token = parseBearer(request.headers.authorization);
     if (token === undefined) {
-      throw new ApiError('missingCredentials', undefined, { 'www-authenticate': REALM });
+      return new ApiError('missingCredentials', undefined, { 'www-authenticate': REALM });
     }
-    const record = await tokens.authenticate(token);
-    if (record === undefined) {
-      throw new ApiError('invalidToken', undefined, {
-        'www-authenticate': `${REALM}, error="invalid_token"`,
-      });
-    }
-    if (!record.scopes.includes(scope)) {
-      throw new ApiError('insufficientScope', `This operation needs the scope "${scope}".`, {
-        'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"`,
-      });
-    }
+    const record = tokens.authenticate(token);
+    return record instanceof Promise
+      ? record.then((r) => refusal(r, scope))
+      : refusal(record, scope);
   };
+}
+
+function refusal(record: TokenRecord | undefined, scope: Scope): ApiError | undefined {
+  if (record === undefined) {
+    return new ApiError('invalidToken', undefined, {
+      'www-authenticate': `${REALM}, error="invalid_token"`,
+    });
+  }
+  if (!record.scopes.includes(scope)) {
+    return new ApiError('insufficientScope', `This operation needs the scope "${scope}".`, {
+      'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"`,
+    });
+  }
+  return undefined;
 }

@@ -13,30 +13,31 @@ function hasBody(request: FastifyRequest): boolean {
 }
 
 /**
- * preParsing hook: refuses a body where the operation takes none, and a media type the
- * operation does not accept, before a byte of the body is parsed.
+ * For the preParsing hook: refuses a body where the operation takes none, and a media type
+ * the operation does not accept, before a byte of the body is parsed.
  */
-export async function checkBody(request: FastifyRequest): Promise<void> {
+export function bodyRefusal(request: FastifyRequest): ApiError | undefined {
   const op = request.routeOptions.config.operation;
-  if (op === undefined) return;
+  if (op === undefined) return undefined;
   if (op.body === undefined) {
-    if (hasBody(request)) throw new ApiError('unexpectedBody');
+    if (hasBody(request)) return new ApiError('unexpectedBody');
     // Nothing to parse: a stray Content-Type (some clients always send one) must not
     // make Fastify run a body parser on the empty body and refuse the request.
     delete request.headers['content-type'];
-    return;
+    return undefined;
   }
   const header = request.headers['content-type'];
-  if (header === undefined && !hasBody(request)) return;
+  if (header === undefined && !hasBody(request)) return undefined;
   const [type = '', ...params] = (header ?? '').split(';').map((part) => part.trim().toLowerCase());
   const charset = params.find((param) => param.startsWith('charset='))?.slice('charset='.length);
   const utf8 = charset === undefined || charset === 'utf-8' || charset === '"utf-8"';
   if (!op.body.mediaTypes.includes(type) || !utf8) {
-    throw new ApiError(
+    return new ApiError(
       'unsupportedMediaType',
       `Send the body as ${op.body.mediaTypes.join(' or ')} in UTF-8.`,
     );
   }
+  return undefined;
 }
 
 /** Replaces Fastify's JSON parsing (which rounds big integers) with the lossless one. */
