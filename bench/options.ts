@@ -14,7 +14,7 @@ export interface BenchOptions {
 }
 
 const USAGE = `npm run bench -- [--quick] [--duration S] [--connections 1,64] [--turn-ms 500]
-                    [--durability power|process] [--log-level silent] [--plants N]`;
+                    [--durability power|process] [--log-level info] [--plants N]`;
 
 function positive(name: string, text: string | undefined, fallback: number): number {
   if (text === undefined) return fallback;
@@ -32,7 +32,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       connections: { type: 'string', default: '1,64' },
       'turn-ms': { type: 'string' },
       durability: { type: 'string', default: 'power' },
-      'log-level': { type: 'string', default: 'silent' },
+      'log-level': { type: 'string', default: 'info' },
       plants: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -55,7 +55,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     connections,
     turnMs: positive('turn-ms', values['turn-ms'], quick ? 200 : 500),
     durability,
-    logLevel: values['log-level'] ?? 'silent',
+    logLevel: values['log-level'] ?? 'info',
     largePlants: positive('plants', values.plants, quick ? 100_000 : 1_000_000),
     smallPlants: 10_000,
   };

@@ -21,6 +21,7 @@ export interface Row {
 
 export interface Facts {
   pinned: boolean;
+  logLevel: string;
   quick: boolean;
   turnMs: number;
   duration: number;
@@ -178,7 +179,9 @@ status than the expected one (204, 200, 200, 201), socket errors and timeouts.
 - DELETE walks distinct existing ids (each server its own cursor over its own copy; a turn
   walks at most half the table); the ids a turn deleted are put back between turns, outside
   the measured time, so the table keeps its size. GET one picks random existing ids.
-- A is plantstore (\`--log-level silent\`) with the durability named; B is the bare reference
+- A is plantstore with every feature on (\`--log-level ${facts.logLevel}\`: one log line per
+  request, to /dev/null) and the durability named; the rows marked "silent" run it with
+  \`--log-level silent\`, to show what the request log costs. B is the bare reference
   (\`bench/reference-server.ts\`: node:http + better-sqlite3, WAL, synchronous=NORMAL, one
   autocommit transaction per request, the token looked up by its SHA-256 hash on every request).
 - The self-check row measures the reference against a second reference instance.

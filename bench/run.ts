@@ -84,7 +84,7 @@ async function measure(kind: Kind, a: [string, Target], b: [string, Target], con
 async function phase(
   seeded: string,
   plants: number,
-  a: { name: string; durability?: 'power' | 'process' },
+  a: { name: string; durability?: 'power' | 'process'; logLevel?: string },
   body: (a: [string, Target], b: [string, Target]) => Promise<void>,
 ): Promise<{ a: Server; b: Server }> {
   const aDb = copyOf(seeded);
@@ -95,7 +95,7 @@ async function phase(
       : await startPlantstore(a.name, {
           db: aDb,
           durability: a.durability,
-          logLevel: opts.logLevel,
+          logLevel: a.logLevel ?? opts.logLevel,
           core: 0,
         });
   const bServer = await startReference('reference', bDb, 0);
@@ -118,6 +118,7 @@ const big = await phase(
 );
 const facts: Facts = {
   pinned,
+  logLevel: opts.logLevel,
   quick: opts.quick,
   turnMs: opts.turnMs,
   duration: opts.duration,
@@ -152,6 +153,22 @@ keep(
     },
   ),
 );
+if (opts.logLevel !== 'silent') {
+  keep(
+    await phase(
+      large,
+      opts.largePlants,
+      {
+        name: `plantstore ${opts.durability} silent`,
+        durability: opts.durability,
+        logLevel: 'silent',
+      },
+      async (a, b) => {
+        for (const kind of ['getOne', 'list'] as const) await measure(kind, a, b, 64);
+      },
+    ),
+  );
+}
 keep(
   await phase(large, opts.largePlants, { name: 'reference' }, async (a, b) => {
     await measure('getOne', a, b, 64);

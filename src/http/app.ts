@@ -10,7 +10,7 @@ import { ApiError } from '../core/errors.js';
 import { installErrorHandling, sendError, toApiError } from './error-reply.js';
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from './limits.js';
 import { clientErrorHandler, refuseConnect } from './raw-errors.js';
-import { RequestLog } from './request-log.js';
+import { lazyChildLogger, RequestLog } from './request-log.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
@@ -47,6 +47,7 @@ export function buildApp({
       redact: { paths: ['req.headers.authorization', 'headers.authorization'], remove: true },
     },
     logController: requestLog,
+    childLoggerFactory: lazyChildLogger,
     genReqId: requestId,
     exposeHeadRoutes: false,
     bodyLimit: BODY_LIMIT,

@@ -1,13 +1,21 @@
-import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import type { Bindings, ChildLoggerOptions } from 'fastify/types/logger.js';
+import {
+  type FastifyBaseLogger,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
+
+const REQUEST_ID_LABEL = 'reqId';
 
 /**
  * One log line per request, written when the answer is complete: method, route
- * template, status, duration and (from the child logger) the request id. Headers are
- * never logged, so neither is the Authorization header.
+ * template, status, duration and the request id. Headers are never logged, so neither
+ * is the Authorization header.
  */
 export class RequestLog extends LogController {
   constructor() {
-    super({ requestIdLogLabel: 'reqId' });
+    super({ requestIdLogLabel: REQUEST_ID_LABEL });
   }
 
   override incomingRequest(): void {}
@@ -17,14 +25,78 @@ export class RequestLog extends LogController {
     request: FastifyRequest,
     reply: FastifyReply,
   ): void {
+    // Through the root logger with the id in the line: building a child logger for
+    // every request only to write this one line costs more than the line.
+    const log = request.server.log;
     const entry = {
+      [REQUEST_ID_LABEL]: request.id,
       method: request.method,
       route: request.routeOptions.url ?? null,
       url: request.url,
       status: reply.statusCode,
       durationMs: Math.round(reply.elapsedTime * 100) / 100,
     };
-    if (error) request.log.error({ ...entry, err: error }, 'request');
-    else request.log.info(entry, 'request');
+    if (error) log.error({ ...entry, err: error }, 'request');
+    else log.info(entry, 'request');
   }
+}
+
+type LogMethod = (...args: unknown[]) => void;
+
+/**
+ * `request.log` for Fastify's childLoggerFactory: the child logger (with the request id)
+ * is only made when something logs through it, which on the hot path nothing does.
+ */
+class LazyChildLogger {
+  private made: FastifyBaseLogger | undefined;
+
+  constructor(
+    private readonly parent: FastifyBaseLogger,
+    private readonly bindings: Bindings,
+    private readonly options: ChildLoggerOptions,
+  ) {}
+
+  private real(): FastifyBaseLogger {
+    return (this.made ??= this.parent.child(this.bindings, this.options));
+  }
+
+  get level(): string {
+    return this.made?.level ?? this.parent.level;
+  }
+
+  set level(level: string) {
+    this.real().level = level;
+  }
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.real().child(bindings, options);
+  }
+
+  fatal(...args: unknown[]): void {
+    (this.real().fatal as LogMethod)(...args);
+  }
+  error(...args: unknown[]): void {
+    (this.real().error as LogMethod)(...args);
+  }
+  warn(...args: unknown[]): void {
+    (this.real().warn as LogMethod)(...args);
+  }
+  info(...args: unknown[]): void {
+    (this.real().info as LogMethod)(...args);
+  }
+  debug(...args: unknown[]): void {
+    (this.real().debug as LogMethod)(...args);
+  }
+  trace(...args: unknown[]): void {
+    (this.real().trace as LogMethod)(...args);
+  }
+  silent(): void {}
+}
+
+export function lazyChildLogger(
+  parent: FastifyBaseLogger,
+  bindings: Bindings,
+  options: ChildLoggerOptions,
+): FastifyBaseLogger {
+  return new LazyChildLogger(parent, bindings, options) as unknown as FastifyBaseLogger;
 }

@@ -43,12 +43,11 @@ const DECIMAL = /^(?:0|-?[1-9][0-9]{0,14})$/;
 function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce {
   const properties = Object.entries(schema.properties ?? {});
   return (data) => {
-    // fromEntries defines own properties: a `__proto__` key stays a key for the
-    // validator to reject, instead of replacing the object's prototype.
-    const out = Object.fromEntries(Object.entries((data ?? {}) as object)) as Record<
-      string,
-      unknown
-    >;
+    // A null-prototype copy: a `__proto__` key stays a key for the validator to reject,
+    // instead of replacing the object's prototype.
+    const out: Record<string, unknown> = Object.create(null);
+    const given = (data ?? {}) as Record<string, unknown>;
+    for (const key of Object.keys(given)) out[key] = given[key];
     for (const [key, property] of properties) {
       const raw = out[key];
       if (typeof raw !== 'string') continue;
