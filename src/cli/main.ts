@@ -1,14 +1,23 @@
 import { Command, CommanderError, Option } from 'commander';
-import type { Durability } from '../store/sqlite/sqlite-store.js';
-import { dbOption, parsePort } from './options.js';
+import { openStore } from '../store/open.js';
+import type { Durability } from '../store/store.js';
+import {
+  databaseUrlOption,
+  type DatabaseOptions,
+  dbOption,
+  parsePort,
+  positiveInteger,
+  storeConfig,
+} from './options.js';
 import { tokenCommand } from './token-commands.js';
 
-interface ServeCommandOptions {
+interface ServeCommandOptions extends DatabaseOptions {
   host: string;
   port: number;
-  db: string;
   durability: Durability;
   logLevel: string;
+  poolSize?: number;
+  workers: number;
 }
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
@@ -31,6 +40,18 @@ function program(): Command {
         .argParser(parsePort),
     )
     .addOption(dbOption())
+    .addOption(databaseUrlOption())
+    .addOption(
+      new Option('--pool-size <n>', 'PostgreSQL connections per process (default 10)')
+        .env('PLANTSTORE_POOL_SIZE')
+        .argParser(positiveInteger('connections', 1000)),
+    )
+    .addOption(
+      new Option('--workers <n>', 'processes sharing the port (node:cluster)')
+        .env('PLANTSTORE_WORKERS')
+        .default(1)
+        .argParser(positiveInteger('workers', 256)),
+    )
     .addOption(
       new Option(
         '--durability <level>',
@@ -47,15 +68,41 @@ function program(): Command {
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
     .action(async (options: ServeCommandOptions) => {
+      const store = {
+        ...storeConfig(options),
+        durability: options.durability,
+        ...(options.poolSize !== undefined && { poolSize: options.poolSize }),
+      };
+      const cluster = await import('node:cluster');
+      if (options.workers > 1 && cluster.default.isPrimary) {
+        const { runPrimary } = await import('./cluster.js');
+        await runPrimary({ workers: options.workers, store, logLevel: options.logLevel });
+        return;
+      }
       // Loaded here so that token commands do not pay for the HTTP stack.
       const { serve } = await import('../http/server.js');
       await serve({
         host: options.host,
         port: options.port,
-        dbFile: options.db,
-        durability: options.durability,
+        store,
         logLevel: options.logLevel,
       });
+    });
+
+  root
+    .command('migrate')
+    .description('create the database or bring its schema up to date, then exit')
+    .addOption(dbOption())
+    .addOption(databaseUrlOption())
+    .action(async (options: DatabaseOptions) => {
+      const store = await openStore(storeConfig(options));
+      await store.close();
+      const { version, applied } = store.migration;
+      process.stderr.write(
+        applied.length === 0
+          ? `schema already at version ${version}\n`
+          : `applied ${applied.join(', ')}; schema at version ${version}\n`,
+      );
     });
 
   root.addCommand(tokenCommand());

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_SCOPES, parseScopes } from '../core/scopes.js';
 import { parseDuration } from '../core/tokens.js';
+import { isPostgresUrl, type StoreConfig } from '../store/open.js';
 
 /** Where the database is when neither --db nor PLANTSTORE_DB says. */
 export const DEFAULT_DB = './data/plantstore.db';
@@ -25,6 +26,35 @@ export const parsePort = argument((text) => {
 
 export const dbOption = () =>
   new Option('--db <file>', 'SQLite database file').env('PLANTSTORE_DB').default(DEFAULT_DB);
+
+export const databaseUrlOption = () =>
+  new Option('--database-url <url>', 'use PostgreSQL at this postgres:// URL instead of SQLite')
+    .env('DATABASE_URL')
+    .argParser(
+      argument((text) => {
+        if (!isPostgresUrl(text)) throw new Error(`"${text}" is not a postgres:// URL`);
+        return text;
+      }),
+    );
+
+/** The options every command that opens the database takes. */
+export interface DatabaseOptions {
+  db: string;
+  databaseUrl?: string;
+}
+
+export const storeConfig = (options: DatabaseOptions): StoreConfig => ({
+  db: options.db,
+  ...(options.databaseUrl !== undefined && { databaseUrl: options.databaseUrl }),
+});
+
+export const positiveInteger = (what: string, max: number) =>
+  argument((text) => {
+    if (!/^[1-9]\d{0,5}$/.test(text) || Number(text) > max) {
+      throw new Error(`"${text}" is not a number of ${what} (1 to ${max})`);
+    }
+    return Number(text);
+  });
 
 export const scopesOption = () =>
   new Option('--scopes <list>', 'comma-separated scopes')

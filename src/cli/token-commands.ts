@@ -2,12 +2,23 @@ import { Command } from 'commander';
 import type { Scope } from '../core/scopes.js';
 import type { TokenRecord } from '../core/tokens.js';
 import { TokenService } from '../service/token-service.js';
-import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
-import { dbOption, expiresOption, scopesOption, tokenIdArgument } from './options.js';
+import { openStore } from '../store/open.js';
+import {
+  databaseUrlOption,
+  type DatabaseOptions,
+  dbOption,
+  expiresOption,
+  scopesOption,
+  storeConfig,
+  tokenIdArgument,
+} from './options.js';
 
 /** Runs `work` with a token service on the database, closing it whatever happens. */
-async function withTokens<T>(db: string, work: (tokens: TokenService) => Promise<T>): Promise<T> {
-  const store = openSqliteStore({ file: db });
+async function withTokens<T>(
+  options: DatabaseOptions,
+  work: (tokens: TokenService) => Promise<T>,
+): Promise<T> {
+  const store = await openStore(storeConfig(options));
   try {
     return await work(new TokenService(store.tokens));
   } finally {
@@ -63,30 +74,34 @@ export function tokenCommand(): Command {
     .command('create')
     .description('create a token and print it (alone, on one line); it is not shown again')
     .addOption(dbOption())
+    .addOption(databaseUrlOption())
     .addOption(scopesOption())
     .option('--name <name>', 'a label to recognise the token by', '')
     .addOption(expiresOption())
-    .action(async (options: { db: string; scopes: Scope[]; name: string; expiresIn?: number }) => {
-      const { token: secret, record } = await withTokens(options.db, (tokens) =>
-        tokens.create({
-          name: options.name,
-          scopes: options.scopes,
-          expiresInMs: options.expiresIn ?? null,
-        }),
-      );
-      process.stdout.write(`${secret}\n`);
-      process.stderr.write(
-        `created token ${record.id} with scopes ${record.scopes.join(',')}, expires ${iso(record.expiresAt)}\n`,
-      );
-    });
+    .action(
+      async (options: DatabaseOptions & { scopes: Scope[]; name: string; expiresIn?: number }) => {
+        const { token: secret, record } = await withTokens(options, (tokens) =>
+          tokens.create({
+            name: options.name,
+            scopes: options.scopes,
+            expiresInMs: options.expiresIn ?? null,
+          }),
+        );
+        process.stdout.write(`${secret}\n`);
+        process.stderr.write(
+          `created token ${record.id} with scopes ${record.scopes.join(',')}, expires ${iso(record.expiresAt)}\n`,
+        );
+      },
+    );
 
   token
     .command('list')
     .description('list tokens (never the tokens themselves)')
     .addOption(dbOption())
+    .addOption(databaseUrlOption())
     .option('--json', 'one JSON object per line instead of a table')
-    .action(async (options: { db: string; json?: boolean }) => {
-      const records = await withTokens(options.db, (tokens) => tokens.list());
+    .action(async (options: DatabaseOptions & { json?: boolean }) => {
+      const records = await withTokens(options, (tokens) => tokens.list());
       const out = options.json
         ? records.map((record) => JSON.stringify(describeToken(record))).join('\n')
         : table(records);
@@ -98,8 +113,9 @@ export function tokenCommand(): Command {
     .description('revoke a token; a running server refuses it from its next request')
     .argument('<id>', 'id of the token, from "token list"', tokenIdArgument)
     .addOption(dbOption())
-    .action(async (id: number, options: { db: string }) => {
-      const outcome = await withTokens(options.db, (tokens) => tokens.revoke(id));
+    .addOption(databaseUrlOption())
+    .action(async (id: number, options: DatabaseOptions) => {
+      const outcome = await withTokens(options, (tokens) => tokens.revoke(id));
       if (outcome === 'not-found') {
         process.stderr.write(`no token has id ${id}\n`);
         process.exitCode = 1;

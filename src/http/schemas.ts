@@ -14,14 +14,16 @@ export const PlantId = Int64({ description: 'Identifier of the plant, a signed 6
 const Name = Type.String({
   minLength: 1,
   maxLength: PLANT_LIMITS.nameMaxLength,
-  pattern: '\\S',
-  description: `Name of the plant: 1 to ${PLANT_LIMITS.nameMaxLength} characters, not only white space.`,
+  // No U+0000 anywhere: PostgreSQL text cannot hold it, and the API answers alike on both.
+  pattern: '^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$',
+  description: `Name of the plant: 1 to ${PLANT_LIMITS.nameMaxLength} characters, not only white space, no U+0000.`,
 });
 
 const tagOptions = {
   minLength: 1,
   maxLength: PLANT_LIMITS.tagMaxLength,
-  description: `Free-form label used to filter lists: 1 to ${PLANT_LIMITS.tagMaxLength} characters.`,
+  pattern: '^[^\\u0000]*$',
+  description: `Free-form label used to filter lists: 1 to ${PLANT_LIMITS.tagMaxLength} characters, no U+0000.`,
 };
 const Tag = Type.String(tagOptions);
 

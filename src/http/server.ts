@@ -1,13 +1,12 @@
 import type { FastifyServerOptions } from 'fastify';
-import { type Durability, openSqliteStore } from '../store/sqlite/sqlite-store.js';
+import { openStore, type StoreConfig } from '../store/open.js';
 import { buildApp } from './app.js';
 import { SHUTDOWN_GRACE_MS } from './limits.js';
 
 export interface ServeOptions {
   host: string;
   port: number;
-  dbFile: string;
-  durability: Durability;
+  store: StoreConfig;
   logLevel: string;
 }
 
@@ -16,7 +15,7 @@ export interface ServeOptions {
  * in-flight requests finish, closes the store and exits 0.
  */
 export async function serve(options: ServeOptions): Promise<void> {
-  const store = openSqliteStore({ file: options.dbFile, durability: options.durability });
+  const store = await openStore(options.store);
   const logger: FastifyServerOptions['logger'] = { level: options.logLevel };
   const app = buildApp({ store, logger });
   let stopping = false;

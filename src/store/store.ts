@@ -1,6 +1,15 @@
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
 import type { Scope } from '../core/scopes.js';
 import type { TokenRecord } from '../core/tokens.js';
+import type { MigrationReport } from './migrations.js';
+
+/**
+ * `power`: a write is answered only once it is on disk (fsynced), so it survives power
+ * loss. `process`: the flush is left to the OS (SQLite synchronous=NORMAL, PostgreSQL
+ * synchronous_commit=off); a write survives the process being killed, but the last
+ * moments of writes may be lost to a power cut.
+ */
+export type Durability = 'power' | 'process';
 
 /**
  * The persistence contract every database adapter implements (see
@@ -39,6 +48,8 @@ export interface TokenStore {
 export interface Store {
   readonly plants: PlantStore;
   readonly tokens: TokenStore;
+  /** What opening the store did to the schema. */
+  readonly migration: MigrationReport;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
   close(): Promise<void>;

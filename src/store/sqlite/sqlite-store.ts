@@ -5,6 +5,7 @@ import { INT64_MAX } from '../../core/int64.js';
 import type { NewPlant, PlantChange, PlantQuery } from '../../core/plant.js';
 import type { TokenRecord } from '../../core/tokens.js';
 import {
+  type Durability,
   IdsExhaustedError,
   type NewToken,
   PlantExistsError,
@@ -15,15 +16,9 @@ import {
   type TokenStore,
 } from '../store.js';
 import { GroupCommit } from './group-commit.js';
-import { loadMigrations, migrate } from './migrate.js';
+import { loadMigrations, type MigrationReport } from '../migrations.js';
+import { migrate } from './migrate.js';
 import { type PlantRow, type TokenRow, toPlant, toToken } from './rows.js';
-
-/**
- * `power`: a write is answered only once it is fsynced (synchronous=FULL), so it survives
- * power loss. `process`: fsync is left to the OS (synchronous=NORMAL); a write survives the
- * process being killed, but the last moments of writes may be lost to a power cut.
- */
-export type Durability = 'power' | 'process';
 
 export interface SqliteOptions {
   /** Path of the database file; created with its directory if missing. */
@@ -35,6 +30,7 @@ export interface SqliteOptions {
 export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): Store {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file);
+  let migration: MigrationReport;
   try {
     // In WAL mode, FULL fsyncs the WAL at every commit; NORMAL leaves committed
     // transactions in the OS page cache, which outlives the process but not the machine.
@@ -44,7 +40,7 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
     // wait briefly, then answer 503 (StoreUnavailableError) and let the client retry.
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     db.defaultSafeIntegers(true);
-    migrate(db, loadMigrations('sqlite'));
+    migration = migrate(db, loadMigrations('sqlite'));
   } catch (error) {
     db.close();
     throw error;
@@ -57,6 +53,7 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
   return {
     plants,
     tokens,
+    migration,
     async ping() {
       guard(() => ping.get());
     },

@@ -1,0 +1,61 @@
+import cluster, { type Worker } from 'node:cluster';
+import pino from 'pino';
+import { SHUTDOWN_GRACE_MS } from '../http/limits.js';
+import { openStore, type StoreConfig } from '../store/open.js';
+
+/** A worker that dies sooner than this after its start is restarted only after a pause. */
+const CRASH_LOOP_MS = 1_000;
+
+export interface PrimaryOptions {
+  workers: number;
+  store: StoreConfig;
+  logLevel: string;
+}
+
+/**
+ * The primary of `serve --workers N`: migrates once, forks N workers that share the port
+ * (node:cluster hands them connections in turn), restarts a worker that dies, and on
+ * SIGTERM/SIGINT passes the signal on, waits for every worker to drain, and exits 0.
+ */
+export async function runPrimary(options: PrimaryOptions): Promise<void> {
+  const log = pino({ level: options.logLevel });
+  // Migrating here first means the workers find the schema ready (they would queue
+  // on the migration lock anyway).
+  const store = await openStore(options.store);
+  await store.close();
+
+  let stopping = false;
+  const started = new Map<Worker, number>();
+  const fork = () => started.set(cluster.fork(), Date.now());
+
+  cluster.on('exit', (worker, code, signal) => {
+    const uptime = Date.now() - (started.get(worker) ?? 0);
+    started.delete(worker);
+    if (stopping) {
+      if (started.size === 0) {
+        log.info('stopped');
+        process.exit(0);
+      }
+      return;
+    }
+    log.error({ worker: worker.process.pid, code, signal }, 'worker died; starting another');
+    setTimeout(fork, uptime < CRASH_LOOP_MS ? CRASH_LOOP_MS : 0);
+  });
+
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal, workers: started.size }, 'shutting down');
+    if (started.size === 0) process.exit(0);
+    for (const worker of started.keys()) worker.process.kill('SIGTERM');
+    // Each worker cuts its own stragglers after the grace period; this is the backstop.
+    setTimeout(() => {
+      for (const worker of started.keys()) worker.process.kill('SIGKILL');
+    }, SHUTDOWN_GRACE_MS + 5_000).unref();
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+
+  for (let i = 0; i < options.workers; i++) fork();
+  log.info({ workers: options.workers }, 'primary started');
+}

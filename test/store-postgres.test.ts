@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pg from 'pg';
+import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import { freshDatabase, POSTGRES_SKIP } from './helpers/postgres.js';
+import { storeContract } from './store-contract.js';
+
+if (POSTGRES_SKIP) {
+  it('postgres store contract', { skip: POSTGRES_SKIP }, () => {});
+} else {
+  storeContract('postgres store contract', async (t) => {
+    const store = await openPostgresStore({ url: await freshDatabase(t) });
+    t.after(() => store.close());
+    return store;
+  });
+
+  describe('postgres migrations', () => {
+    it('instances starting together on an empty database migrate it once', async (t) => {
+      const url = await freshDatabase(t);
+      const stores = await Promise.all(
+        Array.from({ length: 6 }, () => openPostgresStore({ url, poolSize: 2 })),
+      );
+      t.after(() => Promise.all(stores.map((store) => store.close())));
+      const applied = stores.flatMap((store) => store.migration.applied);
+      assert.deepEqual(applied, [1], 'exactly one instance applied version 1');
+      for (const store of stores) assert.equal(store.migration.version, 1);
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      t.after(() => client.end());
+      const { rows } = await client.query('SELECT version FROM schema_migrations');
+      assert.deepEqual(rows, [{ version: 1 }]);
+    });
+
+    it('refuses a database migrated past what this plantstore knows', async (t) => {
+      const url = await freshDatabase(t);
+      const first = await openPostgresStore({ url });
+      await first.close();
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      await client.query("INSERT INTO schema_migrations VALUES (999, 'future', now())");
+      await client.end();
+      await assert.rejects(openPostgresStore({ url }), /newer than this plantstore knows/);
+    });
+  });
+}
