@@ -20,6 +20,8 @@ export interface Target {
   refiller?: Refiller;
   /** For DELETE: the last id walked; each turn goes on from here, wrapping at `plants`. */
   cursor: number;
+  /** For DELETE: puts back the previous turn's ids once more (see `turn`). */
+  refillAgain?: () => void;
 }
 
 export interface TurnResult {
@@ -78,6 +80,10 @@ export async function turn(
   connections: number,
   ms: number,
 ): Promise<TurnResult> {
+  // A DELETE the server read before the previous turn's sockets closed may commit after
+  // that turn's refill; by now (a whole turn of the other server later) it has, so put
+  // those ids back once more, or a later wrap-around would meet them as 404s.
+  target.refillAgain?.();
   const walked = { count: 0 };
   const latencies: number[] = [];
   const unexpected = new Map<number, number>();
@@ -108,8 +114,12 @@ export async function turn(
     await settle(target.url);
     const first = target.cursor + 1;
     const last = target.cursor + walked.count;
-    target.refiller?.refill(first, Math.min(last, target.plants));
-    if (last > target.plants) target.refiller?.refill(1, last - target.plants);
+    const refill = () => {
+      target.refiller?.refill(first, Math.min(last, target.plants));
+      if (last > target.plants) target.refiller?.refill(1, last - target.plants);
+    };
+    refill();
+    target.refillAgain = refill;
     target.cursor = last % target.plants;
   }
   const socketErrors = result.errors + result.timeouts;

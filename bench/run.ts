@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import * as prettier from 'prettier';
 import { compare, type Kind, type Target } from './load.js';
 import { parseOptions } from './options.js';
+import { BENCH_POSTGRES_URL, seedPostgres } from './postgres.js';
 import { type Facts, LABEL, type Row, resultsMarkdown, table, targetsTable } from './report.js';
 import { ROOT, Refiller, seed } from './seed.js';
 import {
@@ -91,14 +92,14 @@ async function phase(
   const bDb = copyOf(seeded);
   const aServer =
     a.durability === undefined
-      ? await startReference(a.name, aDb, 0)
+      ? await startReference(a.name, aDb, '0')
       : await startPlantstore(a.name, {
           db: aDb,
           durability: a.durability,
           logLevel: a.logLevel ?? opts.logLevel,
-          core: 0,
+          cores: '0',
         });
-  const bServer = await startReference('reference', bDb, 0);
+  const bServer = await startReference('reference', bDb, '0');
   await body(
     [a.name, target(aServer, aDb, seeded, plants)],
     ['reference', target(bServer, bDb, seeded, plants)],
@@ -169,6 +170,47 @@ if (opts.logLevel !== 'silent') {
     ),
   );
 }
+// --workers 2 against 1: both plantstore, both free to use both cores (which the load
+// generator shares), since two workers on one pinned core could not show anything.
+{
+  const one = copyOf(large);
+  const two = copyOf(large);
+  const common = { durability: opts.durability, logLevel: opts.logLevel, cores: '0,1' };
+  const b = await startPlantstore('plantstore 1 worker', { ...common, db: one });
+  const a = await startPlantstore('plantstore 2 workers', { ...common, db: two, workers: 2 });
+  servers.push(a, b);
+  const ta = target(a, two, large, opts.largePlants);
+  const tb = target(b, one, large, opts.largePlants);
+  for (const kind of ['getOne', 'list', 'post'] as const) {
+    await measure(kind, [a.name, ta], [b.name, tb], 64);
+  }
+}
+
+// PostgreSQL against SQLite, where a PostgreSQL is reachable.
+const seededPg = await seedPostgres(BENCH_POSTGRES_URL, opts.largePlants);
+if (seededPg === undefined) {
+  log(`no PostgreSQL at ${BENCH_POSTGRES_URL}: PostgreSQL rows skipped`);
+} else {
+  try {
+    const common = { durability: opts.durability, logLevel: opts.logLevel, cores: '0' };
+    const sqliteDb = copyOf(large);
+    const a = await startPlantstore('plantstore postgres', {
+      ...common,
+      databaseUrl: seededPg.url,
+    });
+    const b = await startPlantstore('plantstore sqlite', { ...common, db: sqliteDb });
+    servers.push(a, b);
+    const ta: Target = { url: a.url, token: seededPg.token, plants: opts.largePlants, cursor: 0 };
+    const tb = target(b, sqliteDb, large, opts.largePlants);
+    for (const kind of ['getOne', 'list', 'post'] as const) {
+      await measure(kind, [a.name, ta], [b.name, tb], 64);
+    }
+    await Promise.all([stop(a), stop(b)]);
+  } finally {
+    await seededPg.drop();
+  }
+}
+
 keep(
   await phase(large, opts.largePlants, { name: 'reference' }, async (a, b) => {
     await measure('getOne', a, b, 64);

@@ -57,9 +57,10 @@ async function healthy(url: string): Promise<boolean> {
   }
 }
 
-async function start(name: string, argv: string[], port: number, core: number): Promise<Server> {
+/** `cores` is a taskset CPU list: `0`, or `0,1`. */
+async function start(name: string, argv: string[], port: number, cores: string): Promise<Server> {
   const [cmd, args] = hasTaskset
-    ? ['taskset', ['-c', String(core), process.execPath, ...argv]]
+    ? ['taskset', ['-c', cores, process.execPath, ...argv]]
     : [process.execPath, argv];
   const started = performance.now();
   const child = spawn(cmd as string, args as string[], {
@@ -77,23 +78,29 @@ async function start(name: string, argv: string[], port: number, core: number): 
 }
 
 export interface PlantstoreOptions {
-  db: string;
+  /** SQLite file; or `databaseUrl` for PostgreSQL. */
+  db?: string;
+  databaseUrl?: string;
   durability: 'power' | 'process';
   logLevel: string;
-  core: number;
+  cores: string;
+  workers?: number;
 }
 
 export async function startPlantstore(name: string, o: PlantstoreOptions): Promise<Server> {
   const port = await freePort();
-  const argv = [PLANTSTORE_BIN, 'serve', '--port', String(port), '--db', o.db];
+  const argv = [PLANTSTORE_BIN, 'serve', '--port', String(port)];
+  if (o.databaseUrl !== undefined) argv.push('--database-url', o.databaseUrl);
+  else argv.push('--db', o.db ?? '');
   argv.push('--durability', o.durability, '--log-level', o.logLevel);
-  return start(name, argv, port, o.core);
+  if (o.workers !== undefined) argv.push('--workers', String(o.workers));
+  return start(name, argv, port, o.cores);
 }
 
-export async function startReference(name: string, db: string, core: number): Promise<Server> {
+export async function startReference(name: string, db: string, cores: string): Promise<Server> {
   const port = await freePort();
   const argv = ['--import', 'tsx', `${ROOT}bench/reference-server.ts`, '--db', db];
-  return start(name, [...argv, '--port', String(port)], port, core);
+  return start(name, [...argv, '--port', String(port)], port, cores);
 }
 
 /** Peak resident set size (VmHWM) of a live process, in MB; undefined where /proc lacks it. */
