@@ -15,7 +15,8 @@ export interface PrimaryOptions {
 /**
  * The primary of `serve --workers N`: migrates once, forks N workers that share the port
  * (node:cluster hands them connections in turn), restarts a worker that dies, and on
- * SIGTERM/SIGINT passes the signal on, waits for every worker to drain, and exits 0.
+ * SIGTERM/SIGINT passes the signal on, waits for every worker to drain, and exits 0 (1 if
+ * a worker failed to stop cleanly).
  */
 export async function runPrimary(options: PrimaryOptions): Promise<void> {
   const log = pino({ level: options.logLevel });
@@ -25,26 +26,42 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   await store.close();
 
   let stopping = false;
+  let failed = false;
   const started = new Map<Worker, number>();
-  const fork = () => started.set(cluster.fork(), Date.now());
+  const restarts = new Set<NodeJS.Timeout>();
+  const fork = () => {
+    // A restart due after shutdown began would start a worker nobody stops.
+    if (stopping) return;
+    started.set(cluster.fork(), Date.now());
+  };
 
   cluster.on('exit', (worker, code, signal) => {
     const uptime = Date.now() - (started.get(worker) ?? 0);
     started.delete(worker);
     if (stopping) {
+      if (code !== 0) failed = true;
       if (started.size === 0) {
-        log.info('stopped');
-        process.exit(0);
+        log.info({ failed }, 'stopped');
+        process.exit(failed ? 1 : 0);
       }
       return;
     }
     log.error({ worker: worker.process.pid, code, signal }, 'worker died; starting another');
-    setTimeout(fork, uptime < CRASH_LOOP_MS ? CRASH_LOOP_MS : 0);
+    const timer = setTimeout(
+      () => {
+        restarts.delete(timer);
+        fork();
+      },
+      uptime < CRASH_LOOP_MS ? CRASH_LOOP_MS : 0,
+    );
+    restarts.add(timer);
   });
 
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
+    for (const timer of restarts) clearTimeout(timer);
+    restarts.clear();
     log.info({ signal, workers: started.size }, 'shutting down');
     if (started.size === 0) process.exit(0);
     for (const worker of started.keys()) worker.process.kill('SIGTERM');
