@@ -54,3 +54,21 @@ test('expiry is exact even while the token is cached', async (t) => {
   advance(1);
   assert.equal(await server.authenticate(token), undefined);
 });
+
+test('recording "last used" never holds up authentication', async (t) => {
+  const store = openSqliteStore({ file: join(makeTempDir(t), 'tokens.db') });
+  t.after(() => store.close());
+  const hanging = { ...store.tokens, touch: () => new Promise<void>(() => {}) };
+  const tokens = new TokenService(hanging);
+  const { token, record } = await tokens.create({
+    name: 'x',
+    scopes: ['plants:read'],
+    expiresInMs: null,
+  });
+  // A new token has never been used, so its first use is due a "last used" write.
+  const answer = await Promise.race([
+    Promise.resolve(tokens.authenticate(token)),
+    new Promise((resolve) => setTimeout(() => resolve('held up'), 1_000)),
+  ]);
+  assert.equal((answer as { id?: number }).id, record.id);
+});

@@ -85,11 +85,12 @@ export class TokenService {
     return nowMs - last >= LAST_USED_RESOLUTION_MS;
   }
 
-  private async touched(record: TokenRecord, now: Date): Promise<TokenRecord | undefined> {
+  private touched(record: TokenRecord, now: Date): TokenRecord | undefined {
     if (usable(record, now) === undefined) return undefined;
     this.lastTouched.set(record.id, now.getTime());
-    // Best effort: a busy database must not fail a request over a "last used" date.
-    await this.store.touch(record.id, now).catch(() => undefined);
+    // Best effort, off the request's path: a slow or unreachable database must neither
+    // fail nor delay a request over a "last used" date.
+    void this.store.touch(record.id, now).catch(() => undefined);
     return record;
   }
 
