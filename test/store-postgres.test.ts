@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
-import { freshDatabase, POSTGRES_SKIP } from './helpers/postgres.js';
+import { freshDatabase, POSTGRES_SKIP, POSTGRES_URL } from './helpers/postgres.js';
 import { storeContract } from './store-contract.js';
 
 if (POSTGRES_SKIP) {
@@ -29,6 +30,22 @@ if (POSTGRES_SKIP) {
       t.after(() => client.end());
       const { rows } = await client.query('SELECT version FROM schema_migrations');
       assert.deepEqual(rows, [{ version: 1 }]);
+    });
+
+    it('refuses a database whose encoding is not UTF8', async (t) => {
+      const admin = new pg.Client({ connectionString: POSTGRES_URL });
+      await admin.connect();
+      const name = `latin1_${randomBytes(4).toString('hex')}`;
+      await admin.query(
+        `CREATE DATABASE ${name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`,
+      );
+      t.after(async () => {
+        await admin.query(`DROP DATABASE ${name}`);
+        await admin.end();
+      });
+      const url = new URL(POSTGRES_URL!);
+      url.pathname = `/${name}`;
+      await assert.rejects(openPostgresStore({ url: url.toString() }), /needs UTF8/);
     });
 
     it('refuses a database migrated past what this plantstore knows', async (t) => {

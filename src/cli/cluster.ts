@@ -2,6 +2,14 @@ import cluster, { type Worker } from 'node:cluster';
 import pino from 'pino';
 import { SHUTDOWN_GRACE_MS } from '../http/limits.js';
 import { openStore, type StoreConfig } from '../store/open.js';
+import { STATEMENT_TIMEOUT_MS } from '../store/postgres/postgres-store.js';
+
+/**
+ * How long the primary waits for workers to stop before killing them: longer than a
+ * worker's own worst case (its grace period, then closing the store behind a statement
+ * that may run out its timeout).
+ */
+const WORKER_STOP_BACKSTOP_MS = SHUTDOWN_GRACE_MS + STATEMENT_TIMEOUT_MS + 5_000;
 
 /** A worker that dies sooner than this after its start is restarted only after a pause. */
 const CRASH_LOOP_MS = 1_000;
@@ -27,6 +35,12 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
 
   let stopping = false;
   let failed = false;
+  // Until a worker has listened, a dying worker means the service cannot start (port
+  // taken, database down): give up like a single process would, instead of looping.
+  let anyListened = false;
+  cluster.on('listening', () => {
+    anyListened = true;
+  });
   const started = new Map<Worker, number>();
   const restarts = new Set<NodeJS.Timeout>();
   const fork = () => {
@@ -39,11 +53,20 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     const uptime = Date.now() - (started.get(worker) ?? 0);
     started.delete(worker);
     if (stopping) {
-      if (code !== 0) failed = true;
+      // Killed by the SIGTERM we sent before it installed its handler: that is a stop.
+      if (code !== 0 && signal !== 'SIGTERM') failed = true;
       if (started.size === 0) {
         log.info({ failed }, 'stopped');
         process.exit(failed ? 1 : 0);
       }
+      return;
+    }
+    if (!anyListened) {
+      log.fatal({ worker: worker.process.pid, code, signal }, 'worker failed to start; stopping');
+      stopping = true;
+      for (const other of started.keys()) other.process.kill('SIGTERM');
+      if (started.size === 0) process.exit(1);
+      failed = true;
       return;
     }
     log.error({ worker: worker.process.pid, code, signal }, 'worker died; starting another');
@@ -68,7 +91,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     // Each worker cuts its own stragglers after the grace period; this is the backstop.
     setTimeout(() => {
       for (const worker of started.keys()) worker.process.kill('SIGKILL');
-    }, SHUTDOWN_GRACE_MS + 5_000).unref();
+    }, WORKER_STOP_BACKSTOP_MS).unref();
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

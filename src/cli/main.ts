@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { Command, CommanderError, Option } from 'commander';
 import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
@@ -73,8 +74,13 @@ function program(): Command {
         durability: options.durability,
         ...(options.poolSize !== undefined && { poolSize: options.poolSize }),
       };
-      const cluster = await import('node:cluster');
-      if (options.workers > 1 && cluster.default.isPrimary) {
+      if (options.workers > 1 && options.databaseUrl === undefined && options.db === ':memory:') {
+        // Each worker would have a database of its own, and answers would depend on which.
+        process.stderr.write('plantstore: --workers needs a shared database, not --db :memory:\n');
+        process.exitCode = USAGE;
+        return;
+      }
+      if (options.workers > 1 && cluster.isPrimary) {
         const { runPrimary } = await import('./cluster.js');
         await runPrimary({ workers: options.workers, store, logLevel: options.logLevel });
         return;
@@ -120,5 +126,7 @@ try {
   } else {
     process.stderr.write(`plantstore: ${(error as Error).message}\n`);
     process.exitCode = 1;
+    // A cluster worker's channel to its primary would keep it alive: leave explicitly.
+    if (cluster.isWorker) process.exit(1);
   }
 }

@@ -32,7 +32,8 @@ export const databaseUrlOption = () =>
     .env('DATABASE_URL')
     .argParser(
       argument((text) => {
-        if (!isPostgresUrl(text)) throw new Error(`"${text}" is not a postgres:// URL`);
+        // Not echoed: a URL may carry a password, and this message goes to a terminal or a log.
+        if (!isPostgresUrl(text)) throw new Error('the database URL must start with postgres://');
         return text;
       }),
     );

@@ -52,12 +52,12 @@ class LazyChildLogger {
 
   constructor(
     private readonly parent: FastifyBaseLogger,
-    private readonly bindings: Bindings,
+    private readonly own: Bindings,
     private readonly options: ChildLoggerOptions,
   ) {}
 
   private real(): FastifyBaseLogger {
-    return (this.made ??= this.parent.child(this.bindings, this.options));
+    return (this.made ??= this.parent.child(this.own, this.options));
   }
 
   get level(): string {
@@ -70,6 +70,23 @@ class LazyChildLogger {
 
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.real().child(bindings, options);
+  }
+
+  // The rest of pino's logger surface, for code that reaches past Fastify's minimum.
+  isLevelEnabled(level: string): boolean {
+    const parent = this.parent as { isLevelEnabled?: (level: string) => boolean };
+    return parent.isLevelEnabled?.(level) ?? true;
+  }
+
+  bindings(): Bindings {
+    const parent = this.parent as { bindings?: () => Bindings };
+    return { ...parent.bindings?.(), ...this.own };
+  }
+
+  flush(callback?: (error?: Error) => void): void {
+    const parent = this.parent as { flush?: (callback?: (error?: Error) => void) => void };
+    if (parent.flush) parent.flush(callback);
+    else callback?.();
   }
 
   fatal(...args: unknown[]): void {

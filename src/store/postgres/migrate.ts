@@ -1,4 +1,5 @@
-import type pg from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { assertNotNewer, type Migration, type MigrationReport } from '../migrations.js';
 
 /**
@@ -6,30 +7,42 @@ import { assertNotNewer, type Migration, type MigrationReport } from '../migrati
  * empty database queue behind the first, which applies the migrations; the others find
  * nothing left to do. (A constant: 'plantstore' in ASCII.)
  */
-const MIGRATION_LOCK = 0x706c616e7473746fn;
+const MIGRATION_LOCK = 0x706c616e7473746fn.toString();
+
+/** How long a start waits for another instance's migration before giving up. */
+export const MIGRATION_LOCK_WAIT_MS = 60_000;
+const LOCK_POLL_MS = 200;
 
 /**
  * Brings the database (the schema first on the connection's search_path) to the newest
- * version, each migration in its own transaction.
+ * version, each migration in its own transaction. Runs on a connection of its own, without
+ * the request timeouts: a migration may legitimately take longer than a request.
  */
 export async function migratePostgres(
-  pool: pg.Pool,
+  url: string,
   migrations: Migration[],
 ): Promise<MigrationReport> {
-  const client = await pool.connect();
+  const client = new pg.Client({ connectionString: url, application_name: 'plantstore migrate' });
+  // A connection lost mid-migration must fail the migration, not crash the process.
+  client.on('error', () => undefined);
+  await client.connect();
   try {
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK.toString()]);
+    const { rows } = await client.query<{ server_encoding: string }>('SHOW server_encoding');
+    if (rows[0]?.server_encoding !== 'UTF8') {
+      throw new Error(
+        `the database encoding is ${rows[0]?.server_encoding}; plantstore needs UTF8 (createdb -E UTF8 -T template0)`,
+      );
+    }
+    await lock(client);
     try {
       await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)`);
       const version = async () =>
-        Number(
-          (
-            await client.query<{ v: number }>(
-              'SELECT coalesce(max(version), 0) AS v FROM schema_migrations',
-            )
-          ).rows[0]!.v,
-        );
+        (
+          await client.query<{ v: number }>(
+            'SELECT coalesce(max(version), 0) AS v FROM schema_migrations',
+          )
+        ).rows[0]!.v;
       const current = await version();
       assertNotNewer(current, migrations);
       const applied: number[] = [];
@@ -51,9 +64,33 @@ export async function migratePostgres(
       }
       return { version: await version(), applied };
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK.toString()]);
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
     }
   } finally {
-    client.release();
+    // Ending the session releases the lock too, should the unlock above have failed.
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Takes the migration lock, waiting for another instance's migration a bounded time. */
+async function lock(client: pg.Client): Promise<void> {
+  const deadline = Date.now() + MIGRATION_LOCK_WAIT_MS;
+  for (;;) {
+    const { rows } = await client.query<{ locked: boolean }>(
+      'SELECT pg_try_advisory_lock($1) AS locked',
+      [MIGRATION_LOCK],
+    );
+    if (rows[0]?.locked) return;
+    if (Date.now() > deadline) {
+      const holder = await client.query<{ pid: number }>(
+        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+           AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+        [MIGRATION_LOCK],
+      );
+      throw new Error(
+        `another plantstore has been migrating the database for over ${MIGRATION_LOCK_WAIT_MS / 1000} s (server pid ${holder.rows[0]?.pid ?? 'unknown'}); try again later`,
+      );
+    }
+    await sleep(LOCK_POLL_MS);
   }
 }

@@ -46,6 +46,7 @@ export async function openPostgresStore({
   durability = 'power',
   poolSize = DEFAULT_POOL_SIZE,
 }: PostgresOptions): Promise<Store> {
+  const migration = await migratePostgres(url, loadMigrations('postgres'));
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -61,20 +62,15 @@ export async function openPostgresStore({
   // An idle connection that breaks is dropped by the pool; the next query opens a new
   // one. Without a listener, the error would crash the process.
   pool.on('error', () => undefined);
-  if (durability === 'process') {
-    // The commit is answered before the WAL is flushed: PostgreSQL's own form of
-    // leaving fsync for later (the data stays consistent, the last commits may be lost).
-    pool.on('connect', (client) => {
-      client.query('SET synchronous_commit = off').catch(() => undefined);
-    });
-  }
-  let migration;
-  try {
-    migration = await migratePostgres(pool, loadMigrations('postgres'));
-  } catch (error) {
-    await pool.end();
-    throw error;
-  }
+  pool.on('connect', (client) => {
+    // Every statement here is one autocommit statement written for READ COMMITTED; a
+    // stricter default on the database would turn concurrent creates into 40001s.
+    const settings = ["SET default_transaction_isolation = 'read committed'"];
+    // --durability process: the commit is answered before the WAL is flushed, PostgreSQL's
+    // own way of leaving the flush for later (the last commits may be lost, never corrupted).
+    if (durability === 'process') settings.push('SET synchronous_commit = off');
+    client.query(settings.join('; ')).catch(() => undefined);
+  });
   const query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
     guard(() => pool.query<R>({ name, text, values }));
   let closed = false;
@@ -99,16 +95,25 @@ type Query = <R extends pg.QueryResultRow>(
   values: unknown[],
 ) => Promise<pg.QueryResult<R>>;
 
-// SQLSTATE classes that say "not now" rather than "not this": connection exceptions,
-// serialization failures and deadlocks, insufficient resources, operator intervention,
-// system errors.
-const UNAVAILABLE_CLASSES = new Set(['08', '40', '53', '57', '58']);
+// SQLSTATE classes and codes that say "not now" rather than "not this": connection
+// exceptions, serialization failures and deadlocks, insufficient resources, operator
+// intervention, system errors; a read-only server (a failover in progress), refused
+// credentials (a rotation in progress) and a missing database.
+const UNAVAILABLE_CLASSES = new Set(['08', '28', '3D', '40', '53', '57', '58']);
+const UNAVAILABLE_CODES = new Set(['25006']);
 
-function isUnavailable(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  // Errors without a SQLSTATE come from the connection itself: refused, reset, timed out.
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  return UNAVAILABLE_CLASSES.has(code.slice(0, 2));
+// What pg itself throws when the connection, not the statement, failed.
+const CONNECTION_TROUBLE = /connection|terminated|timeout|not queryable/i;
+
+/** Whether a failed database call means "try again later" (503) rather than a bug (500). */
+export function isUnavailable(error: unknown): boolean {
+  if (error instanceof pg.DatabaseError) {
+    const code = error.code ?? '';
+    return UNAVAILABLE_CLASSES.has(code.slice(0, 2)) || UNAVAILABLE_CODES.has(code);
+  }
+  if (!(error instanceof Error)) return false;
+  // Refused, reset, broken pipe, unreachable: Node's system errors carry a syscall.
+  return 'syscall' in error || CONNECTION_TROUBLE.test(error.message);
 }
 
 async function guard<T>(work: () => Promise<T>): Promise<T> {
