@@ -244,6 +244,8 @@ function assertRawError(answer: RawAnswer, status: number, error: number): void 
   assert.equal(Number(answer.headers.get('content-length')), Buffer.byteLength(answer.body));
   // The document promises X-Request-Id on every error; no request was parsed, so it is fresh.
   assert.match(answer.headers.get('x-request-id') ?? '', UUID);
+  assert.equal(answer.headers.get('x-content-type-options'), 'nosniff');
+  assert.equal(answer.headers.get('cache-control'), 'no-store');
   const parsed = JSON.parse(answer.body) as { error: number; message: string };
   assert.deepEqual(Object.keys(parsed).sort(), ['error', 'message']);
   assert.equal(parsed.error, error);

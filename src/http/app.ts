@@ -11,6 +11,7 @@ import { installErrorHandling, sendError, toApiError } from './error-reply.js';
 import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from './limits.js';
 import { clientErrorHandler, refuseConnect } from './raw-errors.js';
 import { lazyChildLogger, RequestLog } from './request-log.js';
+import { SECURITY_HEADERS } from './security-headers.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
@@ -70,7 +71,10 @@ export function buildApp({
     // log), so the request id and the request's log line are added here.
     frameworkErrors: (error, request, reply) => {
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
-      return sendError(reply.header('x-request-id', request.id), toApiError(error));
+      return sendError(
+        reply.headers(SECURITY_HEADERS).header('x-request-id', request.id),
+        toApiError(error),
+      );
     },
   });
 
@@ -83,7 +87,7 @@ export function buildApp({
   // synchronous (tokens come from the cache), and a promise per hook is measurable.
   const credentialsRefusal = authenticate(new TokenService(store.tokens));
   app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id);
+    reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       return done(new ApiError('malformedRequest', 'HTTP/1.1 requests need a Host header.'));
     }

@@ -3,6 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError, type ErrorName } from '../core/errors.js';
+import { SECURITY_HEADER_LINES } from './security-headers.js';
 
 /**
  * Writes an Error answer straight to a socket, for what never becomes a Fastify
@@ -19,6 +20,7 @@ function answerRaw(
   socket.end(
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
+      SECURITY_HEADER_LINES +
       `X-Request-Id: ${reqId}\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
