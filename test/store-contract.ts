@@ -6,6 +6,7 @@ import type { TokenRecord } from '../src/core/tokens.js';
 import {
   IdsExhaustedError,
   type NewToken,
+  PlantChangedError,
   PlantExistsError,
   type Store,
 } from '../src/store/store.js';
@@ -276,6 +277,58 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         await store.plants.insert({ id: 1n, name: 'x' });
         assert.equal(await store.plants.delete(1n), true);
         assert.equal(await store.plants.delete(1n), false);
+      });
+    });
+
+    describe('conditional update and delete (expected plant)', () => {
+      it('update applies when the plant is exactly as expected', async (t) => {
+        const store = await open(t);
+        const plant = await store.plants.insert({ id: INT64_MAX, name: 'Fern', tag: 'green' });
+        const updated = await store.plants.update(INT64_MAX, { tag: null }, plant);
+        assert.deepEqual(updated, { id: INT64_MAX, name: 'Fern' });
+      });
+
+      it('update refuses with PlantChangedError, and writes nothing, when the plant differs', async (t) => {
+        const store = await open(t);
+        const before = await store.plants.insert({ id: 5n, name: 'Fern' });
+        await store.plants.update(5n, { name: 'Ivy' });
+        await assert.rejects(store.plants.update(5n, { name: 'Moss' }, before), PlantChangedError);
+        assert.deepEqual(await store.plants.get(5n), { id: 5n, name: 'Ivy' });
+      });
+
+      it('a tag added or removed is a difference too', async (t) => {
+        const store = await open(t);
+        const before = await store.plants.insert({ id: 6n, name: 'Fern' });
+        await store.plants.update(6n, { tag: 'x' });
+        await assert.rejects(store.plants.delete(6n, before), PlantChangedError);
+        assert.ok(await store.plants.get(6n));
+      });
+
+      it('update and delete of a missing plant are undefined and false, not a change', async (t) => {
+        const store = await open(t);
+        const ghost = { id: 7n, name: 'Gone' };
+        assert.equal(await store.plants.update(7n, { name: 'x' }, ghost), undefined);
+        assert.equal(await store.plants.delete(7n, ghost), false);
+      });
+
+      it('delete applies when the plant is exactly as expected', async (t) => {
+        const store = await open(t);
+        const plant = await store.plants.insert({ id: INT64_MIN, name: 'Fern', tag: 't' });
+        assert.equal(await store.plants.delete(INT64_MIN, plant), true);
+        assert.equal(await store.plants.get(INT64_MIN), undefined);
+      });
+
+      it('of concurrent conditional updates from the same plant, exactly one applies', async (t) => {
+        const store = await open(t);
+        const plant = await store.plants.insert({ id: 8n, name: 'Fern' });
+        const outcomes = await Promise.allSettled(
+          Array.from({ length: 8 }, (_, i) => store.plants.update(8n, { name: `n${i}` }, plant)),
+        );
+        const applied = outcomes.filter((o) => o.status === 'fulfilled');
+        assert.equal(applied.length, 1, JSON.stringify(outcomes.map((o) => o.status)));
+        for (const o of outcomes) {
+          if (o.status === 'rejected') assert.ok(o.reason instanceof PlantChangedError);
+        }
       });
     });
 

@@ -10,6 +10,7 @@ export const errorCatalogue = {
   invalidBody: { code: 40004, message: 'The request body does not match the schema.' },
   unexpectedBody: { code: 40005, message: 'This operation takes no request body.' },
   malformedRequest: { code: 40006, message: 'The HTTP request is malformed.' },
+  malformedPrecondition: { code: 40007, message: 'The If-Match header is malformed.' },
   invalidToken: { code: 40101, message: 'The access token is unknown, revoked or expired.' },
   missingCredentials: {
     code: 40102,
@@ -24,6 +25,10 @@ export const errorCatalogue = {
   idsExhausted: {
     code: 40902,
     message: 'No server-assigned id is left above the largest id in use; supply an id.',
+  },
+  preconditionFailed: {
+    code: 41201,
+    message: 'The plant has changed since the ETag given (If-Match); read it again.',
   },
   bodyTooLarge: { code: 41301, message: 'The request body is larger than the limit.' },
   unsupportedMediaType: { code: 41501, message: 'The request body has an unsupported media type.' },

@@ -31,6 +31,13 @@ const headerComponents: Record<HeaderName | 'X-Request-Id', Json> = {
     required: true,
     schema: { type: 'string', pattern: '^[0-9]+$' },
   },
+  ETag: {
+    description:
+      'Strong entity tag of the plant as answered; send it back in `If-Match` to update or ' +
+      'delete the plant only if nobody changed it since.',
+    required: true,
+    schema: { type: 'string' },
+  },
   'WWW-Authenticate': {
     description:
       'RFC 6750 challenge: `Bearer realm="plantstore"`, with `error="invalid_token"` for an ' +
@@ -69,7 +76,20 @@ function parameters(op: OperationSpec): Json[] {
       description: s.description,
       schema: toJson(s, false),
     }));
-  return [...from(op.params, 'path'), ...from(op.query, 'query')];
+  const ifMatch = op.conditional
+    ? [
+        {
+          name: 'If-Match',
+          in: 'header',
+          required: false,
+          description:
+            '`*` or entity tags from `ETag`: act only if the plant still has one of them ' +
+            '(strong comparison), else `412`. A missing plant is still `404`.',
+          schema: { type: 'string' },
+        },
+      ]
+    : [];
+  return [...from(op.params, 'path'), ...from(op.query, 'query'), ...ifMatch];
 }
 
 function responses(op: OperationSpec): Json {

@@ -5,7 +5,7 @@ import type { Scope } from '../core/scopes.js';
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 /** Response headers the document describes once, under components/headers. */
-export type HeaderName = 'Location' | 'Link' | 'WWW-Authenticate' | 'Retry-After';
+export type HeaderName = 'Location' | 'Link' | 'WWW-Authenticate' | 'Retry-After' | 'ETag';
 
 export interface ResponseSpec {
   description: string;
@@ -40,6 +40,8 @@ export interface OperationSpec<
   responses: Record<number, ResponseSpec>;
   /** Catalogue errors particular to this operation (the common ones are implied). */
   errors: ErrorName[];
+  /** Takes an `If-Match` header (a conditional write). */
+  conditional?: boolean;
 }
 
 /** Every catalogue error an operation can answer with, common ones included. */
@@ -57,6 +59,7 @@ export function errorsOf(op: OperationSpec): ErrorName[] {
     // Checking the token reads the database, so these can all find it unavailable.
     names.push('missingCredentials', 'invalidToken', 'insufficientScope', 'storeUnavailable');
   }
+  if (op.conditional) names.push('malformedPrecondition', 'preconditionFailed');
   if (op.body === undefined) names.push('unexpectedBody');
   else names.push('malformedJson', 'invalidBody', 'bodyTooLarge', 'unsupportedMediaType');
   return [...new Set(names)].sort((a, b) => errorCatalogue[a].code - errorCatalogue[b].code);

@@ -47,7 +47,11 @@ export const createPlant = {
   query: NoQuery,
   body: { schema: NewPlant, mediaTypes: JSON_TYPES },
   responses: {
-    201: { description: 'The plant was created.', schema: Plant, headers: ['Location'] },
+    201: {
+      description: 'The plant was created.',
+      schema: Plant,
+      headers: ['Location', 'ETag'],
+    },
   },
   errors: ['plantExists', 'idsExhausted'],
 } satisfies OperationSpec<undefined, typeof NoQuery, typeof NewPlant>;
@@ -62,7 +66,7 @@ export const getPlant = {
   scope: 'plants:read',
   params: PlantParams,
   query: NoQuery,
-  responses: { 200: { description: 'The plant.', schema: Plant } },
+  responses: { 200: { description: 'The plant.', schema: Plant, headers: ['ETag'] } },
   errors: ['malformedPlantId', 'plantNotFound'],
 } satisfies OperationSpec<typeof PlantParams, typeof NoQuery, undefined>;
 
@@ -73,14 +77,18 @@ export const updatePlant = {
   summary: 'Update a plant',
   description:
     'Applies a JSON merge patch (RFC 7396) to the name and tag: fields left out are kept, ' +
-    '`"tag": null` removes the tag. The id cannot be changed.',
+    '`"tag": null` removes the tag. The id cannot be changed. With `If-Match`, only if the ' +
+    'plant still has one of the entity tags given (`412` otherwise).',
   tag: 'plants',
   scope: 'plants:write',
   params: PlantParams,
   query: NoQuery,
   body: { schema: PlantPatch, mediaTypes: ['application/merge-patch+json', 'application/json'] },
-  responses: { 200: { description: 'The plant as updated.', schema: Plant } },
+  responses: {
+    200: { description: 'The plant as updated.', schema: Plant, headers: ['ETag'] },
+  },
   errors: ['malformedPlantId', 'plantNotFound'],
+  conditional: true,
 } satisfies OperationSpec<typeof PlantParams, typeof NoQuery, typeof PlantPatch>;
 
 export const deletePlant = {
@@ -88,13 +96,16 @@ export const deletePlant = {
   method: 'DELETE',
   path: '/plants/{id}',
   summary: 'Delete a plant',
-  description: 'Deletes the single plant identified by the id supplied.',
+  description:
+    'Deletes the single plant identified by the id supplied. With `If-Match`, only if the ' +
+    'plant still has one of the entity tags given (`412` otherwise).',
   tag: 'plants',
   scope: 'plants:write',
   params: PlantParams,
   query: NoQuery,
   responses: { 204: { description: 'The plant was deleted.' } },
   errors: ['malformedPlantId', 'plantNotFound'],
+  conditional: true,
 } satisfies OperationSpec<typeof PlantParams, typeof NoQuery, undefined>;
 
 export const getHealth = {

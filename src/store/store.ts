@@ -21,10 +21,14 @@ export interface PlantStore {
   insert(plant: NewPlant): Promise<Plant>;
   get(id: bigint): Promise<Plant | undefined>;
   list(query: PlantQuery): Promise<Plant[]>;
-  /** Applies the change atomically; undefined when no plant has the id. */
-  update(id: bigint, change: PlantChange): Promise<Plant | undefined>;
-  /** True when a plant was deleted, false when none had the id. */
-  delete(id: bigint): Promise<boolean>;
+  /**
+   * Applies the change atomically; undefined when no plant has the id. With `expected`,
+   * only if the plant is still exactly that, else PlantChangedError (same check, same
+   * transaction: a compare-and-set).
+   */
+  update(id: bigint, change: PlantChange, expected?: Plant): Promise<Plant | undefined>;
+  /** True when a plant was deleted, false when none had the id. `expected` as for update. */
+  delete(id: bigint, expected?: Plant): Promise<boolean>;
 }
 
 export interface NewToken {
@@ -61,6 +65,18 @@ export class PlantExistsError extends Error {
     this.name = 'PlantExistsError';
   }
 }
+
+/** A conditional write found the plant different from what the caller expected. */
+export class PlantChangedError extends Error {
+  constructor(readonly id: bigint) {
+    super(`plant ${id} has changed`);
+    this.name = 'PlantChangedError';
+  }
+}
+
+/** Whether two plants are the same representation. */
+export const samePlant = (a: Plant, b: Plant): boolean =>
+  a.id === b.id && a.name === b.name && a.tag === b.tag;
 
 export class IdsExhaustedError extends Error {
   constructor() {

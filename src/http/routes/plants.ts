@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
+import { etagOf } from '../../core/etag.js';
 import { PLANT_LIMITS } from '../../core/plant.js';
 import type { PlantService } from '../../service/plant-service.js';
 import { createPlant, deletePlant, getPlant, listPlants, updatePlant } from '../operations.js';
+import { parseIfMatch } from '../preconditions.js';
 import { route } from '../route.js';
 
 export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
@@ -19,15 +21,26 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
 
   route(app, createPlant, async (request, reply) => {
     const plant = await plants.create(request.body);
-    return reply.code(201).header('location', `/plants/${plant.id}`).send(plant);
+    return reply
+      .code(201)
+      .header('location', `/plants/${plant.id}`)
+      .header('etag', etagOf(plant))
+      .send(plant);
   });
 
-  route(app, getPlant, async (request) => plants.get(request.params.id));
+  route(app, getPlant, async (request, reply) => {
+    const plant = await plants.get(request.params.id);
+    return reply.header('etag', etagOf(plant)).send(plant);
+  });
 
-  route(app, updatePlant, async (request) => plants.update(request.params.id, request.body));
+  route(app, updatePlant, async (request, reply) => {
+    const ifMatch = parseIfMatch(request.headers['if-match']);
+    const plant = await plants.update(request.params.id, request.body, ifMatch);
+    return reply.header('etag', etagOf(plant)).send(plant);
+  });
 
   route(app, deletePlant, async (request, reply) => {
-    await plants.delete(request.params.id);
+    await plants.delete(request.params.id, parseIfMatch(request.headers['if-match']));
     return reply.code(204).send();
   });
 }

@@ -7,6 +7,7 @@ import {
   type Durability,
   IdsExhaustedError,
   type NewToken,
+  PlantChangedError,
   PlantExistsError,
   type PlantStore,
   type RevokeOutcome,
@@ -189,23 +190,49 @@ function postgresPlants(query: Query): PlantStore {
       const { rows } = await query<PlantRow>(name, text, values);
       return rows.map(toPlant);
     },
-    async update(id: bigint, change: PlantChange) {
-      const { rows } = await query<PlantRow>(
-        'plants.update',
-        `UPDATE plants SET name = coalesce($2::text, name),
-           tag = CASE WHEN $3::boolean THEN $4::text ELSE tag END
-         WHERE id = $1 RETURNING ${COLUMNS}`,
-        [id.toString(), change.name ?? null, change.tag !== undefined, change.tag ?? null],
-      );
-      return rows[0] && toPlant(rows[0]);
-    },
-    async delete(id: bigint) {
-      const { rowCount } = await query('plants.delete', 'DELETE FROM plants WHERE id = $1', [
+    async update(id: bigint, change: PlantChange, expected?: Plant) {
+      const set = `UPDATE plants SET name = coalesce($2::text, name),
+           tag = CASE WHEN $3::boolean THEN $4::text ELSE tag END WHERE id = $1`;
+      const values = [
         id.toString(),
-      ]);
-      return (rowCount ?? 0) > 0;
+        change.name ?? null,
+        change.tag !== undefined,
+        change.tag ?? null,
+      ];
+      const { rows } =
+        expected === undefined
+          ? await query<PlantRow>('plants.update', `${set} RETURNING ${COLUMNS}`, values)
+          : await query<PlantRow>(
+              'plants.updateIf',
+              `${set} AND name = $5 AND tag IS NOT DISTINCT FROM $6 RETURNING ${COLUMNS}`,
+              [...values, expected.name, expected.tag ?? null],
+            );
+      if (rows[0] !== undefined) return toPlant(rows[0]);
+      if (expected !== undefined && (await exists(id))) throw new PlantChangedError(id);
+      return undefined;
+    },
+    async delete(id: bigint, expected?: Plant) {
+      const { rowCount } =
+        expected === undefined
+          ? await query('plants.delete', 'DELETE FROM plants WHERE id = $1', [id.toString()])
+          : await query(
+              'plants.deleteIf',
+              'DELETE FROM plants WHERE id = $1 AND name = $2 AND tag IS NOT DISTINCT FROM $3',
+              [id.toString(), expected.name, expected.tag ?? null],
+            );
+      if ((rowCount ?? 0) > 0) return true;
+      if (expected !== undefined && (await exists(id))) throw new PlantChangedError(id);
+      return false;
     },
   };
+
+  // After a conditional write matched no row: was the plant changed, or is it gone?
+  async function exists(id: bigint): Promise<boolean> {
+    const { rows } = await query('plants.exists', 'SELECT 1 FROM plants WHERE id = $1', [
+      id.toString(),
+    ]);
+    return rows.length > 0;
+  }
 }
 
 interface TokenRow {

@@ -2,14 +2,16 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { INT64_MAX } from '../../core/int64.js';
-import type { NewPlant, PlantChange, PlantQuery } from '../../core/plant.js';
+import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
 import type { TokenRecord } from '../../core/tokens.js';
 import {
   type Durability,
   IdsExhaustedError,
   type NewToken,
+  PlantChangedError,
   PlantExistsError,
   type PlantStore,
+  samePlant,
   StoreUnavailableError,
   type RevokeOutcome,
   type Store,
@@ -152,8 +154,9 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
       const rows = guard(() => statement.all({ limit, after, tag })) as PlantRow[];
       return rows.map(toPlant);
     },
-    update: (id: bigint, change: PlantChange) =>
+    update: (id: bigint, change: PlantChange, expected?: Plant) =>
       write(() => {
+        if (expected !== undefined) assertUnchanged(id, expected);
         const row = update.get({
           id,
           name: change.name ?? null,
@@ -162,8 +165,18 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
         }) as PlantRow | undefined;
         return row && toPlant(row);
       }),
-    delete: (id: bigint) => write(() => remove.run(id).changes > 0),
+    delete: (id: bigint, expected?: Plant) =>
+      write(() => {
+        if (expected !== undefined) assertUnchanged(id, expected);
+        return remove.run(id).changes > 0;
+      }),
   };
+
+  /** Inside the write's own savepoint, so the check and the write are one step. */
+  function assertUnchanged(id: bigint, expected: Plant): void {
+    const row = getOne.get(id) as PlantRow | undefined;
+    if (row !== undefined && !samePlant(toPlant(row), expected)) throw new PlantChangedError(id);
+  }
 }
 
 function sqliteTokens(db: Database.Database, batches: GroupCommit): TokenStore {

@@ -1,0 +1,19 @@
+import { createHash } from 'node:crypto';
+import type { Plant } from './plant.js';
+
+/**
+ * The strong entity tag of a plant's representation (RFC 9110 §8.8.3): equal exactly when
+ * id, name and tag are, so a client can tell whether the plant changed since it read it.
+ */
+export function etagOf(plant: Plant): string {
+  const identity = JSON.stringify([plant.id.toString(), plant.name, plant.tag ?? null]);
+  return `"${createHash('sha256').update(identity).digest('base64url').slice(0, 27)}"`;
+}
+
+/** An `If-Match` condition: any current representation, or one of these entity tags. */
+export type IfMatch = { any: true } | { any: false; tags: string[] };
+
+/** Strong comparison: a weak tag (`W/"..."`) never matches. */
+export function matches(condition: IfMatch, etag: string): boolean {
+  return condition.any || condition.tags.includes(etag);
+}

@@ -1,0 +1,27 @@
+import { ApiError } from '../core/errors.js';
+import type { IfMatch } from '../core/etag.js';
+
+// One entity tag of a list (RFC 9110 §8.8.3), with the comma or end that follows it.
+const LIST_ITEM = /[ \t]*((?:W\/)?"[\x21\x23-\x7e\x80-\xff]*")[ \t]*(?:,|$)/y;
+
+/** The `If-Match` header as a condition; undefined when absent. */
+export function parseIfMatch(header: string | string[] | undefined): IfMatch | undefined {
+  if (header === undefined) return undefined;
+  const text = Array.isArray(header) ? header.join(', ') : header;
+  if (text.trim() === '*') return { any: true };
+  const tags: string[] = [];
+  LIST_ITEM.lastIndex = 0;
+  while (LIST_ITEM.lastIndex < text.length) {
+    const start = LIST_ITEM.lastIndex;
+    const match = LIST_ITEM.exec(text);
+    if (match === null || LIST_ITEM.lastIndex === start) {
+      throw new ApiError(
+        'malformedPrecondition',
+        'If-Match must be "*" or a comma-separated list of entity tags such as "abc".',
+      );
+    }
+    tags.push(match[1]!);
+  }
+  if (tags.length === 0) throw new ApiError('malformedPrecondition');
+  return { any: false, tags };
+}
