@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import { Command, CommanderError, Option } from 'commander';
+import { MAX_CONNECTIONS } from '../http/limits.js';
 import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
 import {
@@ -19,6 +20,7 @@ interface ServeCommandOptions extends DatabaseOptions {
   logLevel: string;
   poolSize?: number;
   workers: number;
+  maxConnections: number;
 }
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
@@ -46,6 +48,12 @@ function program(): Command {
       new Option('--pool-size <n>', 'PostgreSQL connections per process (default 10)')
         .env('PLANTSTORE_POOL_SIZE')
         .argParser(positiveInteger('connections', 1000)),
+    )
+    .addOption(
+      new Option('--max-connections <n>', 'open connections per process; more are closed at once')
+        .env('PLANTSTORE_MAX_CONNECTIONS')
+        .default(MAX_CONNECTIONS)
+        .argParser(positiveInteger('connections', 1_000_000)),
     )
     .addOption(
       new Option('--workers <n>', 'processes sharing the port (node:cluster)')
@@ -92,6 +100,7 @@ function program(): Command {
         port: options.port,
         store,
         logLevel: options.logLevel,
+        maxConnections: options.maxConnections,
       });
     });
 

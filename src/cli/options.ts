@@ -51,7 +51,7 @@ export const storeConfig = (options: DatabaseOptions): StoreConfig => ({
 
 export const positiveInteger = (what: string, max: number) =>
   argument((text) => {
-    if (!/^[1-9]\d{0,5}$/.test(text) || Number(text) > max) {
+    if (!/^[1-9]\d{0,6}$/.test(text) || Number(text) > max) {
       throw new Error(`"${text}" is not a number of ${what} (1 to ${max})`);
     }
     return Number(text);

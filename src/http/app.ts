@@ -8,7 +8,7 @@ import { authenticate } from './auth.js';
 import { bodyRefusal, registerJsonParsers } from './body.js';
 import { ApiError } from '../core/errors.js';
 import { installErrorHandling, sendError, toApiError } from './error-reply.js';
-import { BODY_LIMIT, HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from './limits.js';
+import { BODY_LIMIT, HEADERS_TIMEOUT_MS, MAX_CONNECTIONS, REQUEST_TIMEOUT_MS } from './limits.js';
 import { clientErrorHandler, refuseConnect } from './raw-errors.js';
 import { lazyChildLogger, RequestLog } from './request-log.js';
 import { SECURITY_HEADERS } from './security-headers.js';
@@ -22,6 +22,8 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Overrides REQUEST_TIMEOUT_MS (for tests of slow clients). */
   requestTimeoutMs?: number;
+  /** Overrides MAX_CONNECTIONS. */
+  maxConnections?: number;
 }
 
 const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -40,6 +42,7 @@ export function buildApp({
   store,
   logger = false,
   requestTimeoutMs = REQUEST_TIMEOUT_MS,
+  maxConnections = MAX_CONNECTIONS,
 }: AppOptions): FastifyInstance {
   const requestLog = new RequestLog();
   const app = Fastify({
@@ -78,6 +81,7 @@ export function buildApp({
     },
   });
 
+  app.server.maxConnections = maxConnections;
   app.setValidatorCompiler(validatorCompiler);
   registerJsonParsers(app);
   installErrorHandling(app);

@@ -11,3 +11,9 @@ export const HEADERS_TIMEOUT_MS = 10_000;
 
 /** On shutdown, requests still running after this are cut off. */
 export const SHUTDOWN_GRACE_MS = 10_000;
+
+/**
+ * Open connections a process accepts at most; Node closes any beyond at once. Keeps a
+ * flood of idle or slow connections from exhausting file descriptors and memory.
+ */
+export const MAX_CONNECTIONS = 4_096;

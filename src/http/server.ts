@@ -8,6 +8,7 @@ export interface ServeOptions {
   port: number;
   store: StoreConfig;
   logLevel: string;
+  maxConnections: number;
 }
 
 /**
@@ -17,7 +18,7 @@ export interface ServeOptions {
 export async function serve(options: ServeOptions): Promise<void> {
   const store = await openStore(options.store);
   const logger: FastifyServerOptions['logger'] = { level: options.logLevel };
-  const app = buildApp({ store, logger });
+  const app = buildApp({ store, logger, maxConnections: options.maxConnections });
   let stopping = false;
   const stop = async (signal: NodeJS.Signals) => {
     if (stopping) return;
