@@ -292,3 +292,13 @@ test('a well-formed raw request on the same server is answered normally', async 
   assert.equal(answer.headers.get('x-request-id'), 'raw-1');
   assert.equal(answer.body, '{"status":"ok"}');
 });
+
+test('an Expect other than 100-continue is ignored (RFC 9110 §10.1.1), not a bare 417', async (t) => {
+  const port = await listening(t);
+  const answer = await raw(
+    port,
+    'GET /healthz HTTP/1.1\r\nHost: localhost\r\nExpect: foo\r\nConnection: close\r\n\r\n',
+  );
+  assert.equal(answer.status, 200);
+  assert.equal(answer.body, '{"status":"ok"}');
+});

@@ -87,6 +87,12 @@ export function buildApp({
   installErrorHandling(app);
 
   app.server.on('connect', (_request, socket) => refuseConnect(app.log, socket));
+  // Node answers an Expect other than 100-continue with a bare 417 of its own (no Error
+  // body) unless this event has a listener. RFC 9110 §10.1.1 lets a server ignore an
+  // expectation it does not know: serve the request as usual.
+  app.server.on('checkExpectation', (request, response) =>
+    app.server.emit('request', request, response),
+  );
   // Hooks are written with callbacks, not async: on the hot path every check is
   // synchronous (tokens come from the cache), and a promise per hook is measurable.
   const credentialsRefusal = authenticate(new TokenService(store.tokens));
