@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
-import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { once } from 'node:events';
 import { type IncomingHttpHeaders, request } from 'node:http';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { type TestContext, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
+import { cleanEnv, ROOT, type Server, sleep, startServer } from './helpers/server-process.js';
 import { makeTempDir } from './helpers/setup.js';
 
 // Crash consistency of the SQLite store with the default durability ("power"): a real server
@@ -19,7 +17,6 @@ import { makeTempDir } from './helpers/setup.js';
 // The run is driven by a seeded PRNG (printed; CRASH_SEED=<n> replays the same choices and
 // kill delays, though not the same interleaving).
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MIN = -(2n ** 63n);
 const MAX = 2n ** 63n - 1n;
 const WORKERS = 32;
@@ -35,26 +32,6 @@ const PLANT = String.raw`\{"id":(-?\d+),"name":("(?:[^"\\]|\\.)*")(?:,"tag":("(?
 const PLANT_RE = new RegExp(`^${PLANT}$`);
 const PLANTS_RE = new RegExp(PLANT, 'g');
 
-/** The environment without the variables the CLI reads, so only the arguments count. */
-function cleanEnv(): NodeJS.ProcessEnv {
-  const cli = new Set([
-    'HOST',
-    'PORT',
-    'PLANTSTORE_DB',
-    'DATABASE_URL',
-    'LOG_LEVEL',
-    'PLANTSTORE_DURABILITY',
-    'PLANTSTORE_WORKERS',
-    'PLANTSTORE_POOL_SIZE',
-  ]);
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
-}
-
-const sleep = (ms: number) =>
-  new Promise<void>((resolve) => {
-    setTimeout(resolve, ms).unref();
-  });
-
 /** mulberry32: small, fast, good enough to pick operations reproducibly. */
 function prng(seed: number): () => number {
   let a = seed >>> 0;
@@ -65,53 +42,6 @@ function prng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-interface Server {
-  child: ChildProcessWithoutNullStreams;
-  url: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-/** Starts `plantstore serve --port 0 --db FILE` (default durability) and waits until it listens. */
-async function startServer(t: TestContext, db: string): Promise<Server> {
-  const child = spawn(process.execPath, ['bin/plantstore', 'serve', '--port', '0', '--db', db], {
-    cwd: ROOT,
-    env: cleanEnv(),
-  });
-  const exited = once(child, 'exit').then(([code, signal]) => ({
-    code: code as number | null,
-    signal: signal as NodeJS.Signals | null,
-  }));
-  let running = true;
-  void exited.then(() => {
-    running = false;
-  });
-  t.after(async () => {
-    if (running) {
-      child.kill('SIGKILL');
-      await exited;
-    }
-  });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  // Every log line is read (an unread pipe would stall the server), only the first kept.
-  const listening = new Promise<string>((resolve) => {
-    createInterface({ input: child.stdout }).on('line', (text) => {
-      const url = /"msg":"Server listening at (http:\/\/[^"\s]+)"/.exec(text)?.[1];
-      if (url !== undefined) resolve(url);
-    });
-  });
-  const url = await Promise.race([
-    listening,
-    exited.then(({ code, signal }) =>
-      assert.fail(`serve exited (${code ?? signal}) before listening: ${stderr}`),
-    ),
-    sleep(10_000).then(() => assert.fail(`serve did not listen within 10 s: ${stderr}`)),
-  ]);
-  return { child, url, exited };
 }
 
 async function createToken(db: string): Promise<string> {
@@ -535,7 +465,7 @@ test('SIGKILL during concurrent writes (SQLite, durability power): answered writ
   const delays = Array.from({ length: ROUNDS }, () => 300 + Math.floor(rng() * 500));
   const db = join(makeTempDir(t), 'crash.db');
   const token = await createToken(db);
-  let server = await startServer(t, db);
+  let server = await startServer(t, ['--db', db]);
 
   const model: Model = {
     present: new Map(),
@@ -567,7 +497,7 @@ test('SIGKILL during concurrent writes (SQLite, durability power): answered writ
     t.diagnostic(`round ${round}: killed after ${delayMs} ms; ${JSON.stringify(outcome.stats)}`);
     problems.push(...outcome.anomalies);
     assert.ok(outcome.stats.inFlight > 0, `round ${round}: the kill caught no request in flight`);
-    server = await startServer(t, db);
+    server = await startServer(t, ['--db', db]);
     const verified = await verifyAfterRestart(
       server,
       token,

@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import type { TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+// Real plantstore processes for the end-to-end suites: `serve` started and stopped
+// around a test, and the CLI run to completion.
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** The environment without the variables the CLI reads, so only the arguments count. */
+export function cleanEnv(): NodeJS.ProcessEnv {
+  const cli = new Set([
+    'HOST',
+    'PORT',
+    'PLANTSTORE_DB',
+    'DATABASE_URL',
+    'LOG_LEVEL',
+    'PLANTSTORE_WORKERS',
+    'PLANTSTORE_DURABILITY',
+    'PLANTSTORE_POOL_SIZE',
+    'PLANTSTORE_MAX_CONNECTIONS',
+  ]);
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
+}
+
+/** Resolves after `ms` without keeping the test process alive. */
+export const sleep = (ms: number) =>
+  new Promise<void>((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });
+
+export interface LogLine {
+  msg?: string;
+  pid?: number;
+  [key: string]: unknown;
+}
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface Server {
+  child: ChildProcessWithoutNullStreams;
+  url: string;
+  /** Every JSON line logged so far. */
+  logs: LogLine[];
+  exited: Promise<Exit>;
+  /** Resolves with the first logged line that `match` accepts. */
+  waitForLog(match: (line: LogLine) => boolean, what?: string, ms?: number): Promise<LogLine>;
+}
+
+export const LISTENING = /^Server listening at (http:\/\/\S+)$/;
+
+/**
+ * Starts `plantstore serve --port 0 <args>` and resolves when it logs where it listens.
+ * The process (and `extraPids`, filled in by the test) is SIGKILLed after the test.
+ */
+export async function startServer(t: TestContext, args: string[], extraPids: number[] = []) {
+  const child = spawn(process.execPath, ['bin/plantstore', 'serve', '--port', '0', ...args], {
+    cwd: ROOT,
+    env: cleanEnv(),
+  });
+  const exited = once(child, 'exit').then(([code, signal]) => ({
+    code: code as number | null,
+    signal: signal as NodeJS.Signals | null,
+  }));
+  let running = true;
+  void exited.then(() => {
+    running = false;
+  });
+  t.after(async () => {
+    if (running) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+    for (const pid of extraPids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
+  });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const logs: LogLine[] = [];
+  const waiters: { match: (line: LogLine) => boolean; resolve: (line: LogLine) => void }[] = [];
+  createInterface({ input: child.stdout }).on('line', (text) => {
+    let line: LogLine;
+    try {
+      line = JSON.parse(text) as LogLine;
+    } catch {
+      line = { msg: `(not JSON) ${text}` };
+    }
+    logs.push(line);
+    for (const waiter of waiters.filter((w) => w.match(line))) {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      waiter.resolve(line);
+    }
+  });
+  const waitForLog = (match: (line: LogLine) => boolean, what = 'the line awaited', ms = 10_000) =>
+    Promise.race([
+      new Promise<LogLine>((resolve) => {
+        const found = logs.find(match);
+        if (found !== undefined) resolve(found);
+        else waiters.push({ match, resolve });
+      }),
+      exited.then(
+        ({ code, signal }) =>
+          // A line logged just before the exit is still accepted.
+          logs.find(match) ??
+          assert.fail(`serve exited (${code ?? signal}) before ${what}: ${stderr}`),
+      ),
+      sleep(ms).then(() => assert.fail(`serve did not log ${what} within ${ms} ms: ${stderr}`)),
+    ]);
+  const listening = await waitForLog(
+    (line) => LISTENING.test(line.msg ?? ''),
+    '"Server listening at"',
+  );
+  const url = LISTENING.exec(listening.msg!)![1]!;
+  assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+  const server: Server = { child, url, logs, exited, waitForLog };
+  return server;
+}
+
+/** Runs the CLI to completion; rejects on a non-zero exit. */
+export function cli(args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['bin/plantstore', ...args],
+      { cwd: ROOT, env: cleanEnv() },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`plantstore ${args.join(' ')}: ${error.message}\n${stderr}`));
+        else resolve({ stdout, stderr });
+      },
+    );
+  });
+}
