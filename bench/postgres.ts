@@ -9,7 +9,7 @@ export interface SeededPostgres {
   drop(): Promise<void>;
 }
 
-/** The PostgreSQL to compare with: DATABASE_URL, else the local default. */
+/** The PostgreSQL to compare with: PLANTSTORE_BENCH_DATABASE_URL, else the local default. */
 export const BENCH_POSTGRES_URL =
   process.env.PLANTSTORE_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 

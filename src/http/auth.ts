@@ -1,8 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
 import type { Scope } from '../core/scopes.js';
-import type { TokenRecord } from '../core/tokens.js';
-import { parseBearer } from '../core/tokens.js';
+import { parseBearer, type TokenRecord } from '../core/tokens.js';
 import type { TokenService } from '../service/token-service.js';
 
 const REALM = 'Bearer realm="plantstore"';

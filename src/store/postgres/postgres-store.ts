@@ -1,8 +1,8 @@
 import pg from 'pg';
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
-import { isScope, type Scope } from '../../core/scopes.js';
 import type { TokenRecord } from '../../core/tokens.js';
 import { loadMigrations } from '../migrations.js';
+import { type PlantRow, scopesFromText, toPlant } from '../rows.js';
 import {
   type Durability,
   IdsExhaustedError,
@@ -125,15 +125,6 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-interface PlantRow {
-  id: bigint;
-  name: string;
-  tag: string | null;
-}
-
-const toPlant = (row: PlantRow): Plant =>
-  row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag };
-
 const COLUMNS = 'id, name, tag';
 
 function postgresPlants(query: Query): PlantStore {
@@ -250,8 +241,7 @@ const toToken = (row: TokenRow): TokenRecord => ({
   id: Number(row.id),
   name: row.name,
   hash: row.hash,
-  // Unknown scopes (from a newer version) are dropped rather than trusted.
-  scopes: row.scopes.split(' ').filter(isScope) as Scope[],
+  scopes: scopesFromText(row.scopes),
   createdAt: row.created_at,
   expiresAt: row.expires_at,
   lastUsedAt: row.last_used_at,

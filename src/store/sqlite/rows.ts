@@ -1,14 +1,7 @@
-import type { Plant } from '../../core/plant.js';
-import { isScope, type Scope } from '../../core/scopes.js';
 import type { TokenRecord } from '../../core/tokens.js';
+import { scopesFromText } from '../rows.js';
 
 // Rows as better-sqlite3 returns them with safe integers on: every INTEGER is a bigint.
-export interface PlantRow {
-  id: bigint;
-  name: string;
-  tag: string | null;
-}
-
 export interface TokenRow {
   id: bigint;
   name: string;
@@ -20,12 +13,6 @@ export interface TokenRow {
   revoked_at: bigint | null;
 }
 
-export function toPlant(row: PlantRow): Plant {
-  return row.tag === null
-    ? { id: row.id, name: row.name }
-    : { id: row.id, name: row.name, tag: row.tag };
-}
-
 const toDate = (ms: bigint | null) => (ms === null ? null : new Date(Number(ms)));
 
 export function toToken(row: TokenRow): TokenRecord {
@@ -33,8 +20,7 @@ export function toToken(row: TokenRow): TokenRecord {
     id: Number(row.id),
     name: row.name,
     hash: row.hash,
-    // Unknown scopes (from a newer version) are dropped rather than trusted.
-    scopes: row.scopes.split(' ').filter(isScope) as Scope[],
+    scopes: scopesFromText(row.scopes),
     createdAt: toDate(row.created_at)!,
     expiresAt: toDate(row.expires_at),
     lastUsedAt: toDate(row.last_used_at),

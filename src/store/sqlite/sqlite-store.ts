@@ -20,7 +20,8 @@ import {
 import { GroupCommit } from './group-commit.js';
 import { loadMigrations, type MigrationReport } from '../migrations.js';
 import { migrate } from './migrate.js';
-import { type PlantRow, type TokenRow, toPlant, toToken } from './rows.js';
+import { type PlantRow, toPlant } from '../rows.js';
+import { type TokenRow, toToken } from './rows.js';
 
 export interface SqliteOptions {
   /** Path of the database file; created with its directory if missing. */
