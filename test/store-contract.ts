@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { INT64_MAX, INT64_MIN } from '../src/core/int64.js';
+import {
+  IDEMPOTENCY_KEY_TTL_MS,
+  IDEMPOTENCY_LEASE_MS,
+  type IdempotencyClaim,
+} from '../src/core/idempotency.js';
 import type { Plant } from '../src/core/plant.js';
 import type { TokenRecord } from '../src/core/tokens.js';
 import {
@@ -284,7 +289,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
       it('update applies when the plant is exactly as expected', async (t) => {
         const store = await open(t);
         const plant = await store.plants.insert({ id: INT64_MAX, name: 'Fern', tag: 'green' });
-        const updated = await store.plants.update(INT64_MAX, { tag: null }, plant);
+        const updated = await store.plants.update(INT64_MAX, { tag: null }, { expected: plant });
         assert.deepEqual(updated, { id: INT64_MAX, name: 'Fern' });
       });
 
@@ -292,7 +297,10 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         const store = await open(t);
         const before = await store.plants.insert({ id: 5n, name: 'Fern' });
         await store.plants.update(5n, { name: 'Ivy' });
-        await assert.rejects(store.plants.update(5n, { name: 'Moss' }, before), PlantChangedError);
+        await assert.rejects(
+          store.plants.update(5n, { name: 'Moss' }, { expected: before }),
+          PlantChangedError,
+        );
         assert.deepEqual(await store.plants.get(5n), { id: 5n, name: 'Ivy' });
       });
 
@@ -300,21 +308,21 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         const store = await open(t);
         const before = await store.plants.insert({ id: 6n, name: 'Fern' });
         await store.plants.update(6n, { tag: 'x' });
-        await assert.rejects(store.plants.delete(6n, before), PlantChangedError);
+        await assert.rejects(store.plants.delete(6n, { expected: before }), PlantChangedError);
         assert.ok(await store.plants.get(6n));
       });
 
       it('update and delete of a missing plant are undefined and false, not a change', async (t) => {
         const store = await open(t);
         const ghost = { id: 7n, name: 'Gone' };
-        assert.equal(await store.plants.update(7n, { name: 'x' }, ghost), undefined);
-        assert.equal(await store.plants.delete(7n, ghost), false);
+        assert.equal(await store.plants.update(7n, { name: 'x' }, { expected: ghost }), undefined);
+        assert.equal(await store.plants.delete(7n, { expected: ghost }), false);
       });
 
       it('delete applies when the plant is exactly as expected', async (t) => {
         const store = await open(t);
         const plant = await store.plants.insert({ id: INT64_MIN, name: 'Fern', tag: 't' });
-        assert.equal(await store.plants.delete(INT64_MIN, plant), true);
+        assert.equal(await store.plants.delete(INT64_MIN, { expected: plant }), true);
         assert.equal(await store.plants.get(INT64_MIN), undefined);
       });
 
@@ -322,7 +330,9 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         const store = await open(t);
         const plant = await store.plants.insert({ id: 8n, name: 'Fern' });
         const outcomes = await Promise.allSettled(
-          Array.from({ length: 8 }, (_, i) => store.plants.update(8n, { name: `n${i}` }, plant)),
+          Array.from({ length: 8 }, (_, i) =>
+            store.plants.update(8n, { name: `n${i}` }, { expected: plant }),
+          ),
         );
         const applied = outcomes.filter((o) => o.status === 'fulfilled');
         assert.equal(applied.length, 1, JSON.stringify(outcomes.map((o) => o.status)));
@@ -444,6 +454,192 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
           assert.ok(value instanceof Date, field);
           assert.equal(value.getTime(), expected.getTime(), field);
         }
+      });
+    });
+
+    describe('audit', () => {
+      const by = { tokenId: 3, requestId: 'req-1' };
+
+      it('records every write with its origin, and the plant before and after', async (t) => {
+        const store = await open(t);
+        const started = Date.now();
+        await store.plants.insert({ id: INT64_MAX, name: 'Fern', tag: 'green' }, { by });
+        await store.plants.update(INT64_MAX, { tag: null }, { by: { tokenId: 4 } });
+        await store.plants.delete(INT64_MAX, { by: { requestId: 'req-3' } });
+        const entries = await store.audit.list({ limit: 10 });
+        assert.deepEqual(
+          entries.map(({ seq: _seq, at: _at, ...rest }) => rest),
+          [
+            {
+              action: 'create',
+              plantId: INT64_MAX,
+              tokenId: 3,
+              requestId: 'req-1',
+              before: null,
+              after: { id: INT64_MAX, name: 'Fern', tag: 'green' },
+            },
+            {
+              action: 'update',
+              plantId: INT64_MAX,
+              tokenId: 4,
+              requestId: null,
+              before: { id: INT64_MAX, name: 'Fern', tag: 'green' },
+              after: { id: INT64_MAX, name: 'Fern' },
+            },
+            {
+              action: 'delete',
+              plantId: INT64_MAX,
+              tokenId: null,
+              requestId: 'req-3',
+              before: { id: INT64_MAX, name: 'Fern' },
+              after: null,
+            },
+          ],
+        );
+        const seqs = entries.map((entry) => entry.seq);
+        assert.ok(seqs[0]! < seqs[1]! && seqs[1]! < seqs[2]!, `${seqs}`);
+        for (const entry of entries) {
+          assert.ok(entry.at.getTime() >= started - 1000 && entry.at.getTime() <= Date.now());
+        }
+      });
+
+      it('records nothing for writes that change nothing', async (t) => {
+        const store = await open(t);
+        const plant = await store.plants.insert({ id: 1n, name: 'Fern' });
+        await store.plants.update(1n, { name: 'Ivy' });
+        await assert.rejects(store.plants.insert({ id: 1n, name: 'again' }), PlantExistsError);
+        await assert.rejects(
+          store.plants.update(1n, { name: 'x' }, { expected: plant }),
+          PlantChangedError,
+        );
+        await assert.rejects(store.plants.delete(1n, { expected: plant }), PlantChangedError);
+        assert.equal(await store.plants.update(2n, { name: 'x' }), undefined);
+        assert.equal(await store.plants.delete(2n), false);
+        const actions = (await store.audit.list({ limit: 10 })).map((entry) => entry.action);
+        assert.deepEqual(actions, ['create', 'update']);
+      });
+
+      it('filters by plant, by time and pages by seq', async (t) => {
+        const store = await open(t);
+        for (let id = 1n; id <= 3n; id++) await store.plants.insert({ id, name: `p${id}` });
+        await store.plants.delete(2n);
+        const ofTwo = await store.audit.list({ plantId: 2n, limit: 10 });
+        assert.deepEqual(
+          ofTwo.map((entry) => entry.action),
+          ['create', 'delete'],
+        );
+        const all = await store.audit.list({ limit: 2 });
+        assert.equal(all.length, 2);
+        const rest = await store.audit.list({ afterSeq: all[1]!.seq, limit: 10 });
+        assert.deepEqual(
+          rest.map((entry) => entry.plantId),
+          [3n, 2n],
+        );
+        assert.deepEqual(
+          await store.audit.list({ since: new Date(Date.now() + 60_000), limit: 10 }),
+          [],
+        );
+        assert.equal((await store.audit.list({ since: new Date(0), limit: 10 })).length, 4);
+      });
+
+      it('gives a server-assigned id its entry', async (t) => {
+        const store = await open(t);
+        const plant = await store.plants.insert({ name: 'auto' });
+        const [entry] = await store.audit.list({ plantId: plant.id, limit: 10 });
+        assert.deepEqual(entry?.after, plant);
+      });
+    });
+
+    describe('idempotency keys', () => {
+      const at = new Date('2030-01-01T00:00:00.000Z');
+      const claim = (overrides: Partial<IdempotencyClaim> = {}): IdempotencyClaim => ({
+        tokenId: 1,
+        key: 'k1',
+        fingerprint: 'f1',
+        at,
+        ...overrides,
+      });
+      const later = (ms: number) => new Date(at.getTime() + ms);
+
+      it('a new key is claimed; a retry in flight, with another body, is told so', async (t) => {
+        const store = await open(t);
+        assert.deepEqual(await store.idempotency.claim(claim()), { state: 'claimed' });
+        assert.deepEqual(await store.idempotency.claim(claim()), { state: 'in-flight' });
+        assert.deepEqual(await store.idempotency.claim(claim({ fingerprint: 'f2' })), {
+          state: 'mismatch',
+        });
+      });
+
+      it('keys are per token', async (t) => {
+        const store = await open(t);
+        await store.idempotency.claim(claim());
+        assert.deepEqual(await store.idempotency.claim(claim({ tokenId: 2 })), {
+          state: 'claimed',
+        });
+      });
+
+      it('an insert settles its key with the plant, in the same write', async (t) => {
+        const store = await open(t);
+        await store.idempotency.claim(claim());
+        const plant = await store.plants.insert(
+          { name: 'Fern', tag: 'x' },
+          { idempotencyKey: { tokenId: 1, key: 'k1' } },
+        );
+        assert.deepEqual(await store.idempotency.claim(claim({ at: later(1000) })), {
+          state: 'answered',
+          answer: { status: 201, plant },
+        });
+        // The answer is the plant as created, whatever happened to it since.
+        await store.plants.delete(plant.id);
+        const again = await store.idempotency.claim(claim({ at: later(2000) }));
+        assert.deepEqual(again, { state: 'answered', answer: { status: 201, plant } });
+      });
+
+      it('an insert that fails leaves its key unsettled', async (t) => {
+        const store = await open(t);
+        await store.plants.insert({ id: 1n, name: 'Fern' });
+        await store.idempotency.claim(claim());
+        await assert.rejects(
+          store.plants.insert({ id: 1n, name: 'x' }, { idempotencyKey: { tokenId: 1, key: 'k1' } }),
+          PlantExistsError,
+        );
+        assert.deepEqual(await store.idempotency.claim(claim()), { state: 'in-flight' });
+      });
+
+      it('a refusal is kept by settle; release frees a key still in flight only', async (t) => {
+        const store = await open(t);
+        await store.idempotency.claim(claim());
+        const error = { error: 40901, message: 'exists' };
+        await store.idempotency.settle({ tokenId: 1, key: 'k1' }, 409, error);
+        await store.idempotency.release({ tokenId: 1, key: 'k1' });
+        assert.deepEqual(await store.idempotency.claim(claim()), {
+          state: 'answered',
+          answer: { status: 409, error },
+        });
+        await store.idempotency.claim(claim({ key: 'k2' }));
+        await store.idempotency.release({ tokenId: 1, key: 'k2' });
+        assert.deepEqual(await store.idempotency.claim(claim({ key: 'k2' })), {
+          state: 'claimed',
+        });
+      });
+
+      it('a lease run out is taken over with the same body only; an expired key is new', async (t) => {
+        const store = await open(t);
+        await store.idempotency.claim(claim());
+        const afterLease = later(IDEMPOTENCY_LEASE_MS);
+        assert.deepEqual(
+          await store.idempotency.claim(claim({ fingerprint: 'f2', at: afterLease })),
+          { state: 'mismatch' },
+        );
+        assert.deepEqual(await store.idempotency.claim(claim({ at: afterLease })), {
+          state: 'claimed',
+        });
+        const error = { error: 40901, message: 'exists' };
+        await store.idempotency.settle({ tokenId: 1, key: 'k1' }, 409, error);
+        const expired = later(IDEMPOTENCY_LEASE_MS + IDEMPOTENCY_KEY_TTL_MS);
+        assert.deepEqual(await store.idempotency.claim(claim({ fingerprint: 'f2', at: expired })), {
+          state: 'claimed',
+        });
       });
     });
 

@@ -11,6 +11,10 @@ export const errorCatalogue = {
   unexpectedBody: { code: 40005, message: 'This operation takes no request body.' },
   malformedRequest: { code: 40006, message: 'The HTTP request is malformed.' },
   malformedPrecondition: { code: 40007, message: 'The If-Match header is malformed.' },
+  malformedIdempotencyKey: {
+    code: 40008,
+    message: 'The Idempotency-Key header must be a string of 1 to 255 printable ASCII characters.',
+  },
   invalidToken: { code: 40101, message: 'The access token is unknown, revoked or expired.' },
   missingCredentials: {
     code: 40102,
@@ -26,12 +30,20 @@ export const errorCatalogue = {
     code: 40902,
     message: 'No server-assigned id is left above the largest id in use; supply an id.',
   },
+  idempotencyKeyInFlight: {
+    code: 40903,
+    message: 'A request with this Idempotency-Key is still being answered; retry shortly.',
+  },
   preconditionFailed: {
     code: 41201,
     message: 'The plant has changed since the ETag given (If-Match); read it again.',
   },
   bodyTooLarge: { code: 41301, message: 'The request body is larger than the limit.' },
   unsupportedMediaType: { code: 41501, message: 'The request body has an unsupported media type.' },
+  idempotencyKeyReused: {
+    code: 42201,
+    message: 'This Idempotency-Key was used with a different request body.',
+  },
   headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
   internal: { code: 50001, message: 'An unexpected error occurred.' },
   storeUnavailable: { code: 50301, message: 'The database is unavailable.' },
@@ -43,6 +55,13 @@ export interface ErrorKind {
 }
 
 export type ErrorName = keyof typeof errorCatalogue;
+
+/** The catalogue entry with this code (for answers kept and replayed), if any. */
+export function errorNamed(code: number): ErrorName | undefined {
+  return (Object.keys(errorCatalogue) as ErrorName[]).find(
+    (name) => errorCatalogue[name].code === code,
+  );
+}
 
 export function statusOf(kind: ErrorKind): number {
   return Math.trunc(kind.code / 100);

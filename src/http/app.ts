@@ -82,6 +82,7 @@ export function buildApp({
   });
 
   app.server.maxConnections = maxConnections;
+  app.decorateRequest('token', null);
   app.setValidatorCompiler(validatorCompiler);
   registerJsonParsers(app);
   installErrorHandling(app);
@@ -109,7 +110,7 @@ export function buildApp({
     done(bodyRefusal(request) ?? null, payload);
   });
 
-  plantRoutes(app, new PlantService(store.plants));
+  plantRoutes(app, new PlantService(store.plants, store.idempotency));
   systemRoutes(app, store);
   return app;
 }

@@ -4,6 +4,13 @@ import type { Scope } from '../core/scopes.js';
 import { parseBearer, type TokenRecord } from '../core/tokens.js';
 import type { TokenService } from '../service/token-service.js';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The token the request was authenticated with; null on operations open to all. */
+    token: TokenRecord | null;
+  }
+}
+
 const REALM = 'Bearer realm="plantstore"';
 
 /** The refusal, if any; synchronous when the token is answered from the cache. */
@@ -23,12 +30,16 @@ export function authenticate(tokens: TokenService) {
     }
     const record = tokens.authenticate(token);
     return record instanceof Promise
-      ? record.then((r) => refusal(r, scope))
-      : refusal(record, scope);
+      ? record.then((r) => refusal(request, r, scope))
+      : refusal(request, record, scope);
   };
 }
 
-function refusal(record: TokenRecord | undefined, scope: Scope): ApiError | undefined {
+function refusal(
+  request: FastifyRequest,
+  record: TokenRecord | undefined,
+  scope: Scope,
+): ApiError | undefined {
   if (record === undefined) {
     return new ApiError('invalidToken', undefined, {
       'www-authenticate': `${REALM}, error="invalid_token"`,
@@ -39,5 +50,6 @@ function refusal(record: TokenRecord | undefined, scope: Scope): ApiError | unde
       'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"`,
     });
   }
+  request.token = record;
   return undefined;
 }

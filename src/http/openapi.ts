@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import { errorCatalogue, statusOf } from '../core/errors.js';
+import { IDEMPOTENCY_KEY_TTL_MS } from '../core/idempotency.js';
 import { INT64_MAX, INT64_MIN } from '../core/int64.js';
 import { errorsByStatus, type HeaderName, type OperationSpec } from './operation.js';
 import { operations } from './operations.js';
@@ -37,6 +38,12 @@ const headerComponents: Record<HeaderName | 'X-Request-Id', Json> = {
       'delete the plant only if nobody changed it since.',
     required: true,
     schema: { type: 'string' },
+  },
+  'Idempotent-Replayed': {
+    description:
+      '`true` when this is the answer kept for the `Idempotency-Key` sent (given again, ' +
+      'not produced again); absent otherwise.',
+    schema: { type: 'string', enum: ['true'] },
   },
   'WWW-Authenticate': {
     description:
@@ -89,7 +96,25 @@ function parameters(op: OperationSpec): Json[] {
         },
       ]
     : [];
-  return [...from(op.params, 'path'), ...from(op.query, 'query'), ...ifMatch];
+  const idempotencyKey = op.idempotent
+    ? [
+        {
+          name: 'Idempotency-Key',
+          in: 'header',
+          required: false,
+          description:
+            'Makes the create safe to retry (IETF httpapi Idempotency-Key draft): a ' +
+            'structured-field string such as `"8e03978e-40d5-43e8-bc93-6894a57f9324"` (the ' +
+            'same characters unquoted are accepted too), 1 to 255 printable ASCII characters, ' +
+            `unique per token. Kept ${IDEMPOTENCY_KEY_TTL_MS / 3_600_000} h after its first ` +
+            'use. A retry with the same key and the same plant gets the first answer again; ' +
+            'with another plant `422`; while the first is still being answered `409` ' +
+            '(40903, with `Retry-After`).',
+          schema: { type: 'string', minLength: 1 },
+        },
+      ]
+    : [];
+  return [...from(op.params, 'path'), ...from(op.query, 'query'), ...ifMatch, ...idempotencyKey];
 }
 
 function responses(op: OperationSpec): Json {
@@ -121,9 +146,20 @@ function responses(op: OperationSpec): Json {
         : status === 503
           ? ['Retry-After']
           : [];
+    // 409 of a create with a key: Retry-After only on 40903, and a replayed refusal is marked.
+    const keyed =
+      status === 409 && op.idempotent
+        ? {
+            'Retry-After': {
+              description: 'With 40903: seconds after which the request may be retried.',
+              schema: { type: 'string', pattern: '^[0-9]+$' },
+            },
+            'Idempotent-Replayed': { $ref: '#/components/headers/Idempotent-Replayed' },
+          }
+        : {};
     out[String(status)] = {
       description: `Error. \`error\` is one of:\n\n- ${codes.join('\n- ')}`,
-      headers: headerRefs(challenge),
+      headers: { ...headerRefs(challenge), ...keyed },
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
     };
   }

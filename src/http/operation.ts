@@ -5,7 +5,8 @@ import type { Scope } from '../core/scopes.js';
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 /** Response headers the document describes once, under components/headers. */
-export type HeaderName = 'Location' | 'Link' | 'WWW-Authenticate' | 'Retry-After' | 'ETag';
+export type HeaderName =
+  'Location' | 'Link' | 'WWW-Authenticate' | 'Retry-After' | 'ETag' | 'Idempotent-Replayed';
 
 export interface ResponseSpec {
   description: string;
@@ -42,6 +43,8 @@ export interface OperationSpec<
   errors: ErrorName[];
   /** Takes an `If-Match` header (a conditional write). */
   conditional?: boolean;
+  /** Takes an `Idempotency-Key` header (a create that can be retried safely). */
+  idempotent?: boolean;
 }
 
 /** Every catalogue error an operation can answer with, common ones included. */
@@ -60,6 +63,9 @@ export function errorsOf(op: OperationSpec): ErrorName[] {
     names.push('missingCredentials', 'invalidToken', 'insufficientScope', 'storeUnavailable');
   }
   if (op.conditional) names.push('malformedPrecondition', 'preconditionFailed');
+  if (op.idempotent) {
+    names.push('malformedIdempotencyKey', 'idempotencyKeyInFlight', 'idempotencyKeyReused');
+  }
   if (op.body === undefined) names.push('unexpectedBody');
   else names.push('malformedJson', 'invalidBody', 'bodyTooLarge', 'unsupportedMediaType');
   return [...new Set(names)].sort((a, b) => errorCatalogue[a].code - errorCatalogue[b].code);

@@ -41,7 +41,9 @@ export const createPlant = {
   summary: 'Create a plant',
   description:
     'Creates a plant with the id given, or with the next id above every id the server has ' +
-    'seen when none is given. A plant with the same id already existing is `409`.',
+    'seen when none is given. A plant with the same id already existing is `409`. With ' +
+    '`Idempotency-Key`, a retry with the same key and body gets the first answer again ' +
+    '(marked `Idempotent-Replayed: true`) instead of creating a second plant.',
   tag: 'plants',
   scope: 'plants:write',
   query: NoQuery,
@@ -50,10 +52,11 @@ export const createPlant = {
     201: {
       description: 'The plant was created.',
       schema: Plant,
-      headers: ['Location', 'ETag'],
+      headers: ['Location', 'ETag', 'Idempotent-Replayed'],
     },
   },
   errors: ['plantExists', 'idsExhausted'],
+  idempotent: true,
 } satisfies OperationSpec<undefined, typeof NoQuery, typeof NewPlant>;
 
 export const getPlant = {

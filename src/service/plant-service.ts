@@ -1,8 +1,11 @@
-import { ApiError } from '../core/errors.js';
-import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
+import type { WriteOrigin } from '../core/audit.js';
+import { ApiError, errorNamed } from '../core/errors.js';
 import { etagOf, type IfMatch, matches } from '../core/etag.js';
+import { type ClaimedKey, fingerprintOf, type KeptAnswer } from '../core/idempotency.js';
+import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
 import {
   IdsExhaustedError,
+  type IdempotencyStore,
   PlantChangedError,
   PlantExistsError,
   type PlantStore,
@@ -14,13 +17,78 @@ export interface PlantPage {
   next?: bigint;
 }
 
+/** A create's answer; `replayed` when it is the kept answer of an earlier request. */
+export interface Created {
+  plant: Plant;
+  replayed: boolean;
+}
+
+/** A write on behalf of a token, as the API makes them. */
+export interface Writer extends WriteOrigin {
+  tokenId: number;
+}
+
+/** Tells a client that this answer is the one kept for its Idempotency-Key. */
+export const REPLAYED_HEADER = 'idempotent-replayed';
+
 /** The plant operations of the API, in terms of the store and the error catalogue. */
 export class PlantService {
-  constructor(private readonly store: PlantStore) {}
+  constructor(
+    private readonly store: PlantStore,
+    private readonly keys: IdempotencyStore,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
 
-  async create(input: NewPlant): Promise<Plant> {
+  /**
+   * With an Idempotency-Key (IETF httpapi draft): the first request with the key creates,
+   * and every later one with the same body gets the first one's answer instead.
+   */
+  async create(input: NewPlant, by: Writer, idempotencyKey?: string): Promise<Created> {
+    if (idempotencyKey === undefined) {
+      return { plant: await this.insert(input, by), replayed: false };
+    }
+    const key: ClaimedKey = { tokenId: by.tokenId, key: idempotencyKey };
+    const claim = await this.keys.claim({
+      ...key,
+      fingerprint: fingerprintOf(input),
+      at: this.now(),
+    });
+    switch (claim.state) {
+      case 'mismatch':
+        throw new ApiError('idempotencyKeyReused');
+      case 'in-flight':
+        throw new ApiError('idempotencyKeyInFlight', undefined, { 'retry-after': '1' });
+      case 'answered':
+        return replay(claim.answer);
+      case 'claimed':
+        return { plant: await this.insertClaimed(input, by, key), replayed: false };
+    }
+  }
+
+  /** The create, settling the key with whatever answer it gets. */
+  private async insertClaimed(input: NewPlant, by: Writer, key: ClaimedKey): Promise<Plant> {
     try {
-      return await this.store.insert(input);
+      // On success the store settles the key in the create's own transaction.
+      return await this.insert(input, by, key);
+    } catch (error) {
+      if (error instanceof ApiError) {
+        // A refusal is the request's answer, and a retry gets it again. Should keeping it
+        // fail, the key is freed instead: the refusal still stands.
+        await this.keys
+          .settle(key, error.status, error.toBody())
+          .catch(() => this.keys.release(key))
+          .catch(() => undefined);
+      } else {
+        // No definite answer (the database failed): the create may be retried for real.
+        await this.keys.release(key).catch(() => undefined);
+      }
+      throw error;
+    }
+  }
+
+  private async insert(input: NewPlant, by: Writer, idempotencyKey?: ClaimedKey): Promise<Plant> {
+    try {
+      return await this.store.insert(input, { by, ...(idempotencyKey && { idempotencyKey }) });
     } catch (error) {
       if (error instanceof PlantExistsError) {
         throw new ApiError('plantExists', `A plant with id ${error.id} already exists.`);
@@ -44,14 +112,16 @@ export class PlantService {
   }
 
   /** With `ifMatch`, only while the plant still has an entity tag the condition names. */
-  async update(id: bigint, change: PlantChange, ifMatch?: IfMatch): Promise<Plant> {
+  async update(id: bigint, change: PlantChange, by: Writer, ifMatch?: IfMatch): Promise<Plant> {
     const expected = ifMatch && (await this.current(id, ifMatch));
-    return (await unchanged(id, () => this.store.update(id, change, expected))) ?? notFound(id);
+    const write = () => this.store.update(id, change, { by, ...(expected && { expected }) });
+    return (await unchanged(id, write)) ?? notFound(id);
   }
 
-  async delete(id: bigint, ifMatch?: IfMatch): Promise<void> {
+  async delete(id: bigint, by: Writer, ifMatch?: IfMatch): Promise<void> {
     const expected = ifMatch && (await this.current(id, ifMatch));
-    if (!(await unchanged(id, () => this.store.delete(id, expected)))) notFound(id);
+    const write = () => this.store.delete(id, { by, ...(expected && { expected }) });
+    if (!(await unchanged(id, write))) notFound(id);
   }
 
   /**
@@ -63,6 +133,13 @@ export class PlantService {
     if (!matches(ifMatch, etagOf(plant))) throw preconditionFailed(id);
     return plant;
   }
+}
+
+/** The answer kept for a key, given again, and marked as such. */
+function replay(answer: KeptAnswer): Created {
+  if ('plant' in answer) return { plant: answer.plant, replayed: true };
+  const name = errorNamed(answer.error.error) ?? 'internal';
+  throw new ApiError(name, answer.error.message, { [REPLAYED_HEADER]: 'true' });
 }
 
 /** Runs a conditional write; the plant changing between the check and the write is 412. */

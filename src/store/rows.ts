@@ -1,3 +1,5 @@
+import type { AuditAction, AuditEntry } from '../core/audit.js';
+import type { ClaimOutcome } from '../core/idempotency.js';
 import type { Plant } from '../core/plant.js';
 import { isScope, type Scope } from '../core/scopes.js';
 
@@ -18,3 +20,60 @@ export function toPlant(row: PlantRow): Plant {
 
 /** Scopes as stored (space-separated). Unknown ones (from a newer version) are dropped. */
 export const scopesFromText = (text: string): Scope[] => text.split(' ').filter(isScope);
+
+/** An audit_log row; `at` is read by each adapter in its own way. */
+export interface AuditRow {
+  seq: bigint;
+  action: AuditAction;
+  plant_id: bigint;
+  token_id: bigint | null;
+  request_id: string | null;
+  before_name: string | null;
+  before_tag: string | null;
+  after_name: string | null;
+  after_tag: string | null;
+}
+
+export const AUDIT_COLUMNS =
+  'seq, at, action, plant_id, token_id, request_id, before_name, before_tag, after_name, after_tag';
+
+// A plant's name is never NULL, so a NULL name is "no plant" (before a create, after a delete).
+const plantOrNull = (id: bigint, name: string | null, tag: string | null): Plant | null =>
+  name === null ? null : toPlant({ id, name, tag });
+
+export function toAuditEntry(row: AuditRow, at: Date): AuditEntry {
+  return {
+    seq: row.seq,
+    at,
+    action: row.action,
+    plantId: row.plant_id,
+    tokenId: row.token_id === null ? null : Number(row.token_id),
+    requestId: row.request_id,
+    before: plantOrNull(row.plant_id, row.before_name, row.before_tag),
+    after: plantOrNull(row.plant_id, row.after_name, row.after_tag),
+  };
+}
+
+/** An idempotency_keys row as far as a claim reads it. */
+export interface KeyRow {
+  fingerprint: string;
+  status: number | bigint | null;
+  plant_id: bigint | null;
+  plant_name: string | null;
+  plant_tag: string | null;
+  error_code: number | bigint | null;
+  error_message: string | null;
+}
+
+/** What a claim that did not take the key found instead. */
+export function claimRefusal(row: KeyRow, fingerprint: string): ClaimOutcome {
+  if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
+  if (row.status === null) return { state: 'in-flight' };
+  const status = Number(row.status);
+  if (status === 201) {
+    const plant = toPlant({ id: row.plant_id!, name: row.plant_name!, tag: row.plant_tag });
+    return { state: 'answered', answer: { status: 201, plant } };
+  }
+  const error = { error: Number(row.error_code), message: row.error_message ?? '' };
+  return { state: 'answered', answer: { status, error } };
+}

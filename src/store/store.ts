@@ -1,3 +1,6 @@
+import type { AuditEntry, AuditQuery, WriteOrigin } from '../core/audit.js';
+import type { ErrorBody } from '../core/errors.js';
+import type { ClaimedKey, ClaimOutcome, IdempotencyClaim } from '../core/idempotency.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
 import type { Scope } from '../core/scopes.js';
 import type { TokenRecord } from '../core/tokens.js';
@@ -11,24 +14,60 @@ import type { MigrationReport } from './migrations.js';
  */
 export type Durability = 'power' | 'process';
 
+/** Options of every plant write. */
+export interface WriteOptions {
+  /** Who asked for the write, for its audit entry. */
+  by?: WriteOrigin;
+}
+
+export interface InsertOptions extends WriteOptions {
+  /** A claimed Idempotency-Key to settle with the created plant, in the same transaction. */
+  idempotencyKey?: ClaimedKey;
+}
+
+export interface ConditionalWriteOptions extends WriteOptions {
+  /**
+   * Write only if the plant is still exactly this, else PlantChangedError (same check,
+   * same transaction: a compare-and-set).
+   */
+  expected?: Plant;
+}
+
 /**
  * The persistence contract every database adapter implements (see
  * test/store-contract.ts, which runs the same suite against each adapter).
  * Adapters throw the errors below for expected outcomes, never database errors.
+ * Every write that changes a plant adds its audit entry in the same transaction.
  */
 export interface PlantStore {
   /** Throws PlantExistsError if the id is taken, IdsExhaustedError if none is left. */
-  insert(plant: NewPlant): Promise<Plant>;
+  insert(plant: NewPlant, options?: InsertOptions): Promise<Plant>;
   get(id: bigint): Promise<Plant | undefined>;
   list(query: PlantQuery): Promise<Plant[]>;
-  /**
-   * Applies the change atomically; undefined when no plant has the id. With `expected`,
-   * only if the plant is still exactly that, else PlantChangedError (same check, same
-   * transaction: a compare-and-set).
-   */
-  update(id: bigint, change: PlantChange, expected?: Plant): Promise<Plant | undefined>;
-  /** True when a plant was deleted, false when none had the id. `expected` as for update. */
-  delete(id: bigint, expected?: Plant): Promise<boolean>;
+  /** Applies the change atomically; undefined when no plant has the id. */
+  update(
+    id: bigint,
+    change: PlantChange,
+    options?: ConditionalWriteOptions,
+  ): Promise<Plant | undefined>;
+  /** True when a plant was deleted, false when none had the id. */
+  delete(id: bigint, options?: ConditionalWriteOptions): Promise<boolean>;
+}
+
+/** The trail of plant writes (see core/audit.ts); written by PlantStore, read here. */
+export interface AuditStore {
+  list(query: AuditQuery): Promise<AuditEntry[]>;
+}
+
+/**
+ * Idempotency-Key records of creates. A key is claimed before the create runs; the
+ * create settles it with its plant (PlantStore.insert), a refusal with `settle`, and a
+ * failure without a definite answer frees it with `release`.
+ */
+export interface IdempotencyStore {
+  claim(claim: IdempotencyClaim): Promise<ClaimOutcome>;
+  settle(key: ClaimedKey, status: number, error: ErrorBody): Promise<void>;
+  release(key: ClaimedKey): Promise<void>;
 }
 
 export interface NewToken {
@@ -52,6 +91,8 @@ export interface TokenStore {
 export interface Store {
   readonly plants: PlantStore;
   readonly tokens: TokenStore;
+  readonly audit: AuditStore;
+  readonly idempotency: IdempotencyStore;
   /** What opening the store did to the schema. */
   readonly migration: MigrationReport;
   /** Resolves when the database answers a trivial query. */

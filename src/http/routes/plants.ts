@@ -1,7 +1,8 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { etagOf } from '../../core/etag.js';
 import { PLANT_LIMITS } from '../../core/plant.js';
-import type { PlantService } from '../../service/plant-service.js';
+import { type PlantService, REPLAYED_HEADER, type Writer } from '../../service/plant-service.js';
+import { idempotencyKeyOf } from '../idempotency-key.js';
 import { createPlant, deletePlant, getPlant, listPlants, updatePlant } from '../operations.js';
 import { parseIfMatch } from '../preconditions.js';
 import { route } from '../route.js';
@@ -20,7 +21,9 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
   });
 
   route(app, createPlant, async (request, reply) => {
-    const plant = await plants.create(request.body);
+    const key = idempotencyKeyOf(request.headers['idempotency-key']);
+    const { plant, replayed } = await plants.create(request.body, writer(request), key);
+    if (replayed) reply.header(REPLAYED_HEADER, 'true');
     return reply
       .code(201)
       .header('location', `/plants/${plant.id}`)
@@ -35,12 +38,21 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
 
   route(app, updatePlant, async (request, reply) => {
     const ifMatch = parseIfMatch(request.headers['if-match']);
-    const plant = await plants.update(request.params.id, request.body, ifMatch);
+    const plant = await plants.update(request.params.id, request.body, writer(request), ifMatch);
     return reply.header('etag', etagOf(plant)).send(plant);
   });
 
   route(app, deletePlant, async (request, reply) => {
-    await plants.delete(request.params.id, parseIfMatch(request.headers['if-match']));
+    const ifMatch = parseIfMatch(request.headers['if-match']);
+    await plants.delete(request.params.id, writer(request), ifMatch);
     return reply.code(204).send();
   });
+}
+
+/** Who a write is for: the token the request was authenticated with (see auth.ts). */
+function writer(request: FastifyRequest): Writer {
+  const token = request.token;
+  // Every write route needs a scope, so the auth hook has set the token or refused.
+  if (token === null) throw new Error(`no token on ${request.method} ${request.url}`);
+  return { tokenId: token.id, requestId: request.id };
 }

@@ -1,11 +1,33 @@
 import pg from 'pg';
-import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
+import type { AuditQuery, WriteOrigin } from '../../core/audit.js';
+import type { ErrorBody } from '../../core/errors.js';
+import {
+  type ClaimedKey,
+  IDEMPOTENCY_KEY_TTL_MS,
+  IDEMPOTENCY_LEASE_MS,
+  type IdempotencyClaim,
+} from '../../core/idempotency.js';
+import { INT64_MIN } from '../../core/int64.js';
+import type { NewPlant, PlantChange, PlantQuery } from '../../core/plant.js';
 import type { TokenRecord } from '../../core/tokens.js';
 import { loadMigrations } from '../migrations.js';
-import { type PlantRow, scopesFromText, toPlant } from '../rows.js';
 import {
+  AUDIT_COLUMNS,
+  type AuditRow,
+  claimRefusal,
+  type KeyRow,
+  type PlantRow,
+  scopesFromText,
+  toAuditEntry,
+  toPlant,
+} from '../rows.js';
+import {
+  type AuditStore,
+  type ConditionalWriteOptions,
   type Durability,
+  type IdempotencyStore,
   IdsExhaustedError,
+  type InsertOptions,
   type NewToken,
   PlantChangedError,
   PlantExistsError,
@@ -78,6 +100,8 @@ export async function openPostgresStore({
   return {
     plants: postgresPlants(query),
     tokens: postgresTokens(query),
+    audit: postgresAudit(query),
+    idempotency: postgresIdempotency(query),
     migration,
     async ping() {
       await query('ping', 'SELECT 1', []);
@@ -127,18 +151,76 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
 
 const COLUMNS = 'id, name, tag';
 
+// Every write below is one statement: the change, its audit entry (and the settling of an
+// Idempotency-Key) commit together or not at all, in one round trip.
+const AUDIT_INSERT = `INSERT INTO audit_log (at, action, plant_id, token_id, request_id,
+  before_name, before_tag, after_name, after_tag)`;
+
+// The create's audit entry and the settling of its Idempotency-Key ($6, $7: null for none).
+const AFTER_CREATE = `audited AS (
+    ${AUDIT_INSERT}
+    SELECT $3::timestamptz, 'create', id, $4::bigint, $5::text, NULL, NULL, name, tag FROM created),
+  settled AS (
+    UPDATE idempotency_keys k SET status = 201, plant_id = c.id, plant_name = c.name,
+      plant_tag = c.tag
+    FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text)
+  SELECT ${COLUMNS} FROM created`;
+
+/** The parameters AFTER_CREATE and the other audited writes take, from the write's options. */
+const origin = (by: WriteOrigin | undefined) => [
+  new Date(),
+  by?.tokenId ?? null,
+  by?.requestId ?? null,
+];
+
+/**
+ * `old` locks the plant and reads it as it is now, which is the audit's "before"; the
+ * conditional forms compare it with the plant the caller expects ($n, $n+1).
+ */
+const LOCK_OLD = `old AS (SELECT ${COLUMNS} FROM plants WHERE id = $1 FOR UPDATE)`;
+const unchanged = (n: number) => `AND old.name = $${n} AND old.tag IS NOT DISTINCT FROM $${n + 1}`;
+
+/** Found the plant locked (`old_id`) but wrote nothing: the expected plant had changed. */
+interface WriteRow extends Partial<PlantRow> {
+  old_id: bigint;
+}
+
 function postgresPlants(query: Query): PlantStore {
   const page = (where: string) => `SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT $1`;
+  const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
+    changed AS (
+      UPDATE plants p SET name = coalesce($2::text, p.name),
+        tag = CASE WHEN $3::boolean THEN $4::text ELSE p.tag END
+      FROM old WHERE p.id = old.id ${conditional ? unchanged(8) : ''}
+      RETURNING p.id, p.name, p.tag, old.name AS old_name, old.tag AS old_tag),
+    audited AS (
+      ${AUDIT_INSERT}
+      SELECT $5::timestamptz, 'update', id, $6::bigint, $7::text, old_name, old_tag, name, tag
+      FROM changed)
+    SELECT old.id AS old_id, c.id, c.name, c.tag FROM old LEFT JOIN changed c ON true`;
+  const deleteSql = (conditional: boolean) => `WITH ${LOCK_OLD},
+    gone AS (
+      DELETE FROM plants p USING old WHERE p.id = old.id ${conditional ? unchanged(5) : ''}
+      RETURNING p.id, p.name, p.tag),
+    audited AS (
+      ${AUDIT_INSERT}
+      SELECT $2::timestamptz, 'delete', id, $3::bigint, $4::text, name, tag, NULL, NULL
+      FROM gone)
+    SELECT old.id AS old_id, g.id FROM old LEFT JOIN gone g ON true`;
+
   return {
-    async insert({ id, name, tag }: NewPlant) {
+    async insert({ id, name, tag }: NewPlant, { by, idempotencyKey }: InsertOptions = {}) {
+      const after = [...origin(by), idempotencyKey?.tokenId ?? null, idempotencyKey?.key ?? null];
       if (id === undefined) {
         const { rows } = await query<PlantRow>(
           'plants.insertNew',
           `WITH next AS (
-             UPDATE plant_ids SET high = high + 1 WHERE high < 9223372036854775807 RETURNING high)
-           INSERT INTO plants (id, name, tag) SELECT high, $1, $2 FROM next
-           RETURNING ${COLUMNS}`,
-          [name, tag ?? null],
+             UPDATE plant_ids SET high = high + 1 WHERE high < 9223372036854775807 RETURNING high),
+           created AS (
+             INSERT INTO plants (id, name, tag) SELECT high, $1, $2 FROM next
+             RETURNING ${COLUMNS}),
+           ${AFTER_CREATE}`,
+          [name, tag ?? null, ...after],
         );
         if (rows[0] === undefined) throw new IdsExhaustedError();
         return toPlant(rows[0]);
@@ -148,11 +230,13 @@ function postgresPlants(query: Query): PlantStore {
       const { rows } = await query<PlantRow>(
         'plants.insertWithId',
         `WITH bump AS (
-           UPDATE plant_ids SET high = greatest(high, $1::bigint) RETURNING high)
-         INSERT INTO plants (id, name, tag) SELECT $1::bigint, $2, $3 FROM bump
-         ON CONFLICT (id) DO NOTHING
-         RETURNING ${COLUMNS}`,
-        [id.toString(), name, tag ?? null],
+           UPDATE plant_ids SET high = greatest(high, $8::bigint) RETURNING high),
+         created AS (
+           INSERT INTO plants (id, name, tag) SELECT $8::bigint, $1, $2 FROM bump
+           ON CONFLICT (id) DO NOTHING
+           RETURNING ${COLUMNS}),
+         ${AFTER_CREATE}`,
+        [name, tag ?? null, ...after, id.toString()],
       );
       if (rows[0] === undefined) throw new PlantExistsError(id);
       return toPlant(rows[0]);
@@ -181,49 +265,121 @@ function postgresPlants(query: Query): PlantStore {
       const { rows } = await query<PlantRow>(name, text, values);
       return rows.map(toPlant);
     },
-    async update(id: bigint, change: PlantChange, expected?: Plant) {
-      const set = `UPDATE plants SET name = coalesce($2::text, name),
-           tag = CASE WHEN $3::boolean THEN $4::text ELSE tag END WHERE id = $1`;
+    async update(id: bigint, change: PlantChange, { expected, by }: ConditionalWriteOptions = {}) {
       const values = [
         id.toString(),
         change.name ?? null,
         change.tag !== undefined,
         change.tag ?? null,
+        ...origin(by),
       ];
       const { rows } =
         expected === undefined
-          ? await query<PlantRow>('plants.update', `${set} RETURNING ${COLUMNS}`, values)
-          : await query<PlantRow>(
-              'plants.updateIf',
-              `${set} AND name = $5 AND tag IS NOT DISTINCT FROM $6 RETURNING ${COLUMNS}`,
-              [...values, expected.name, expected.tag ?? null],
-            );
-      if (rows[0] !== undefined) return toPlant(rows[0]);
-      if (expected !== undefined && (await exists(id))) throw new PlantChangedError(id);
-      return undefined;
+          ? await query<WriteRow>('plants.update', updateSql(false), values)
+          : await query<WriteRow>('plants.updateIf', updateSql(true), [
+              ...values,
+              expected.name,
+              expected.tag ?? null,
+            ]);
+      const row = rows[0];
+      if (row === undefined) return undefined;
+      if (row.id === null || row.id === undefined) throw new PlantChangedError(id);
+      return toPlant(row as PlantRow);
     },
-    async delete(id: bigint, expected?: Plant) {
-      const { rowCount } =
+    async delete(id: bigint, { expected, by }: ConditionalWriteOptions = {}) {
+      const values = [id.toString(), ...origin(by)];
+      const { rows } =
         expected === undefined
-          ? await query('plants.delete', 'DELETE FROM plants WHERE id = $1', [id.toString()])
-          : await query(
-              'plants.deleteIf',
-              'DELETE FROM plants WHERE id = $1 AND name = $2 AND tag IS NOT DISTINCT FROM $3',
-              [id.toString(), expected.name, expected.tag ?? null],
-            );
-      if ((rowCount ?? 0) > 0) return true;
-      if (expected !== undefined && (await exists(id))) throw new PlantChangedError(id);
-      return false;
+          ? await query<WriteRow>('plants.delete', deleteSql(false), values)
+          : await query<WriteRow>('plants.deleteIf', deleteSql(true), [
+              ...values,
+              expected.name,
+              expected.tag ?? null,
+            ]);
+      const row = rows[0];
+      if (row === undefined) return false;
+      if (row.id === null || row.id === undefined) throw new PlantChangedError(id);
+      return true;
     },
   };
+}
 
-  // After a conditional write matched no row: was the plant changed, or is it gone?
-  async function exists(id: bigint): Promise<boolean> {
-    const { rows } = await query('plants.exists', 'SELECT 1 FROM plants WHERE id = $1', [
-      id.toString(),
-    ]);
-    return rows.length > 0;
-  }
+function postgresAudit(query: Query): AuditStore {
+  return {
+    async list({ since, plantId, afterSeq, limit }: AuditQuery) {
+      const values: unknown[] = [(afterSeq ?? INT64_MIN).toString(), limit];
+      const where = ['seq > $1'];
+      if (since !== undefined) where.push(`at >= $${values.push(since)}`);
+      if (plantId !== undefined) where.push(`plant_id = $${values.push(plantId.toString())}`);
+      const { rows } = await query<AuditRow & { at: Date }>(
+        `audit.list.${since !== undefined}.${plantId !== undefined}`,
+        `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE ${where.join(' AND ')}
+         ORDER BY seq LIMIT $2`,
+        values,
+      );
+      return rows.map((row) => toAuditEntry(row, row.at));
+    },
+  };
+}
+
+/** Expired keys one claim deletes at most: keeps the table from growing without a job. */
+const PURGE_BATCH = 100;
+
+function postgresIdempotency(query: Query): IdempotencyStore {
+  return {
+    async claim({ tokenId, key, fingerprint, at }: IdempotencyClaim) {
+      const expiresAt = new Date(at.getTime() + IDEMPOTENCY_KEY_TTL_MS);
+      const leaseUntil = new Date(at.getTime() + IDEMPOTENCY_LEASE_MS);
+      // Takes the key when it is new, expired, or held by a request that died (same body,
+      // lease over). A few expired keys of others go on the way, skipping locked ones.
+      const { rows } = await query(
+        'idempotency.claim',
+        `WITH purged AS (
+           DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+             SELECT ctid FROM idempotency_keys
+             WHERE expires_at <= $4 AND NOT (token_id = $1 AND key = $2)
+             LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED)))
+         INSERT INTO idempotency_keys AS k
+           (token_id, key, fingerprint, created_at, expires_at, lease_until)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (token_id, key) DO UPDATE SET
+           fingerprint = excluded.fingerprint, created_at = excluded.created_at,
+           expires_at = excluded.expires_at, lease_until = excluded.lease_until,
+           status = NULL, plant_id = NULL, plant_name = NULL, plant_tag = NULL,
+           error_code = NULL, error_message = NULL
+         WHERE k.expires_at <= excluded.created_at
+            OR (k.status IS NULL AND k.lease_until <= excluded.created_at
+                AND k.fingerprint = excluded.fingerprint)
+         RETURNING 1`,
+        [tokenId, key, fingerprint, at, expiresAt, leaseUntil],
+      );
+      if (rows.length > 0) return { state: 'claimed' } as const;
+      const found = await query<KeyRow>(
+        'idempotency.read',
+        `SELECT fingerprint, status, plant_id, plant_name, plant_tag, error_code, error_message
+         FROM idempotency_keys WHERE token_id = $1 AND key = $2`,
+        [tokenId, key],
+      );
+      // Gone between the two statements (released by its request): try again.
+      if (found.rows[0] === undefined) return this.claim({ tokenId, key, fingerprint, at });
+      return claimRefusal(found.rows[0], fingerprint);
+    },
+    async settle({ tokenId, key }: ClaimedKey, status: number, error: ErrorBody) {
+      await query(
+        'idempotency.settle',
+        `UPDATE idempotency_keys SET status = $3, error_code = $4, error_message = $5
+         WHERE token_id = $1 AND key = $2 AND status IS NULL`,
+        [tokenId, key, status, error.error, error.message],
+      );
+    },
+    async release({ tokenId, key }: ClaimedKey) {
+      await query(
+        'idempotency.release',
+        'DELETE FROM idempotency_keys WHERE token_id = $1 AND key = $2 AND status IS NULL',
+        [tokenId, key],
+      );
+    },
+  };
 }
 
 interface TokenRow {

@@ -1,11 +1,24 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { INT64_MAX } from '../../core/int64.js';
+import type { AuditAction, AuditQuery, WriteOrigin } from '../../core/audit.js';
+import type { ErrorBody } from '../../core/errors.js';
+import {
+  type ClaimedKey,
+  type ClaimOutcome,
+  IDEMPOTENCY_KEY_TTL_MS,
+  IDEMPOTENCY_LEASE_MS,
+  type IdempotencyClaim,
+} from '../../core/idempotency.js';
+import { INT64_MAX, INT64_MIN } from '../../core/int64.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
 import type { TokenRecord } from '../../core/tokens.js';
 import {
+  type AuditStore,
+  type ConditionalWriteOptions,
   type Durability,
+  type IdempotencyStore,
+  type InsertOptions,
   IdsExhaustedError,
   type NewToken,
   PlantChangedError,
@@ -20,7 +33,15 @@ import {
 import { GroupCommit } from './group-commit.js';
 import { loadMigrations, type MigrationReport } from '../migrations.js';
 import { migrate } from './migrate.js';
-import { type PlantRow, toPlant } from '../rows.js';
+import {
+  AUDIT_COLUMNS,
+  type AuditRow,
+  claimRefusal,
+  type KeyRow,
+  type PlantRow,
+  toAuditEntry,
+  toPlant,
+} from '../rows.js';
 import { type TokenRow, toToken } from './rows.js';
 
 export interface SqliteOptions {
@@ -51,11 +72,15 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
   const batches = new GroupCommit(db);
   const plants = sqlitePlants(db, batches);
   const tokens = sqliteTokens(db, batches);
+  const audit = sqliteAudit(db);
+  const idempotency = sqliteIdempotency(db, batches);
   // Reads a page of the file, so a locked or broken database fails the ping.
   const ping = db.prepare('SELECT max(version) FROM schema_migrations');
   return {
     plants,
     tokens,
+    audit,
+    idempotency,
     migration,
     async ping() {
       guard(() => ping.get());
@@ -114,6 +139,15 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
      WHERE id = @id RETURNING ${columns}`,
   );
   const remove = db.prepare('DELETE FROM plants WHERE id = ?');
+  const audit = db.prepare(
+    `INSERT INTO audit_log (at, action, plant_id, token_id, request_id,
+       before_name, before_tag, after_name, after_tag)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const settleCreated = db.prepare(
+    `UPDATE idempotency_keys SET status = 201, plant_id = ?, plant_name = ?, plant_tag = ?
+     WHERE token_id = ? AND key = ?`,
+  );
   const page = (where: string) =>
     db.prepare(`SELECT ${columns} FROM plants ${where} ORDER BY id LIMIT @limit`);
   const pages = {
@@ -123,21 +157,60 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
     tagAfter: page('WHERE tag = @tag AND id > @after'),
   };
 
+  const record = (
+    action: AuditAction,
+    id: bigint,
+    before: Plant | undefined,
+    after: Plant | undefined,
+    by: WriteOrigin | undefined,
+  ) =>
+    audit.run(
+      Date.now(),
+      action,
+      id,
+      by?.tokenId ?? null,
+      by?.requestId ?? null,
+      before?.name ?? null,
+      before?.tag ?? null,
+      after?.name ?? null,
+      after?.tag ?? null,
+    );
+
+  /** The plant a conditional write acts on, read inside the write's own savepoint. */
+  const current = (id: bigint, expected: Plant | undefined): Plant | undefined => {
+    const row = getOne.get(id) as PlantRow | undefined;
+    const plant = row && toPlant(row);
+    if (plant !== undefined && expected !== undefined && !samePlant(plant, expected)) {
+      throw new PlantChangedError(id);
+    }
+    return plant;
+  };
+
   return {
-    insert: ({ id, name, tag }: NewPlant) =>
+    insert: ({ id, name, tag }: NewPlant, { by, idempotencyKey }: InsertOptions = {}) =>
       write(() => {
+        let plant: Plant;
         if (id === undefined) {
           // Checked first: SQLite answers exhaustion with SQLITE_FULL, which may roll back
           // the whole transaction, and with it the other writes of the batch.
           if (largestAssigned.get() === INT64_MAX) throw new IdsExhaustedError();
-          return toPlant(insertNew.get(name, tag ?? null) as PlantRow);
+          plant = toPlant(insertNew.get(name, tag ?? null) as PlantRow);
+        } else {
+          try {
+            plant = toPlant(insertWithId.get(id, name, tag ?? null) as PlantRow);
+          } catch (error) {
+            if (isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) {
+              throw new PlantExistsError(id);
+            }
+            throw error;
+          }
         }
-        try {
-          return toPlant(insertWithId.get(id, name, tag ?? null) as PlantRow);
-        } catch (error) {
-          if (isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) throw new PlantExistsError(id);
-          throw error;
+        record('create', plant.id, undefined, plant, by);
+        if (idempotencyKey !== undefined) {
+          const { tokenId, key } = idempotencyKey;
+          settleCreated.run(plant.id, plant.name, plant.tag ?? null, tokenId, key);
         }
+        return plant;
       }),
     async get(id: bigint) {
       const row = guard(() => getOne.get(id)) as PlantRow | undefined;
@@ -155,30 +228,118 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
       const rows = guard(() => statement.all({ limit, after, tag })) as PlantRow[];
       return rows.map(toPlant);
     },
-    update: (id: bigint, change: PlantChange, expected?: Plant) =>
+    update: (id: bigint, change: PlantChange, { expected, by }: ConditionalWriteOptions = {}) =>
       write(() => {
-        if (expected !== undefined) assertUnchanged(id, expected);
-        const row = update.get({
-          id,
-          name: change.name ?? null,
-          setTag: change.tag === undefined ? 0 : 1,
-          tag: change.tag ?? null,
-        }) as PlantRow | undefined;
-        return row && toPlant(row);
+        const before = current(id, expected);
+        if (before === undefined) return undefined;
+        const after = toPlant(
+          update.get({
+            id,
+            name: change.name ?? null,
+            setTag: change.tag === undefined ? 0 : 1,
+            tag: change.tag ?? null,
+          }) as PlantRow,
+        );
+        record('update', id, before, after, by);
+        return after;
       }),
-    delete: (id: bigint, expected?: Plant) =>
+    delete: (id: bigint, { expected, by }: ConditionalWriteOptions = {}) =>
       write(() => {
-        if (expected !== undefined) assertUnchanged(id, expected);
-        return remove.run(id).changes > 0;
+        const before = current(id, expected);
+        if (before === undefined) return false;
+        remove.run(id);
+        record('delete', id, before, undefined, by);
+        return true;
       }),
   };
-
-  /** Inside the write's own savepoint, so the check and the write are one step. */
-  function assertUnchanged(id: bigint, expected: Plant): void {
-    const row = getOne.get(id) as PlantRow | undefined;
-    if (row !== undefined && !samePlant(toPlant(row), expected)) throw new PlantChangedError(id);
-  }
 }
+
+function sqliteAudit(db: Database.Database): AuditStore {
+  return {
+    async list({ since, plantId, afterSeq, limit }: AuditQuery) {
+      // Built per call: this serves the audit command, not requests, and a statement per
+      // filter combination lets SQLite use the index that fits.
+      const where = ['seq > @afterSeq'];
+      if (since !== undefined) where.push('at >= @since');
+      if (plantId !== undefined) where.push('plant_id = @plantId');
+      const statement = db.prepare(
+        `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE ${where.join(' AND ')}
+         ORDER BY seq LIMIT @limit`,
+      );
+      const rows = guard(() =>
+        statement.all({
+          afterSeq: afterSeq ?? INT64_MIN,
+          since: since?.getTime() ?? null,
+          plantId: plantId ?? null,
+          limit,
+        }),
+      ) as (AuditRow & { at: bigint })[];
+      return rows.map((row) => toAuditEntry(row, new Date(Number(row.at))));
+    },
+  };
+}
+
+function sqliteIdempotency(db: Database.Database, batches: GroupCommit): IdempotencyStore {
+  const write = <T>(work: () => T): Promise<T> =>
+    batches.run(work).catch((error: unknown) => {
+      throw translate(error);
+    });
+  // Takes the key when it is new, expired, or held by a request that died (same body,
+  // lease over); otherwise leaves the row as it is and returns nothing.
+  const take = db.prepare(
+    `INSERT INTO idempotency_keys
+       (token_id, key, fingerprint, created_at, expires_at, lease_until)
+     VALUES (@tokenId, @key, @fingerprint, @at, @expiresAt, @leaseUntil)
+     ON CONFLICT (token_id, key) DO UPDATE SET
+       fingerprint = excluded.fingerprint, created_at = excluded.created_at,
+       expires_at = excluded.expires_at, lease_until = excluded.lease_until,
+       status = NULL, plant_id = NULL, plant_name = NULL, plant_tag = NULL,
+       error_code = NULL, error_message = NULL
+     WHERE idempotency_keys.expires_at <= excluded.created_at
+        OR (idempotency_keys.status IS NULL
+            AND idempotency_keys.lease_until <= excluded.created_at
+            AND idempotency_keys.fingerprint = excluded.fingerprint)
+     RETURNING 1`,
+  );
+  const read = db.prepare(
+    `SELECT fingerprint, status, plant_id, plant_name, plant_tag, error_code, error_message
+     FROM idempotency_keys WHERE token_id = ? AND key = ?`,
+  );
+  const purge = db.prepare(
+    `DELETE FROM idempotency_keys WHERE rowid IN
+       (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ${PURGE_BATCH})`,
+  );
+  const settle = db.prepare(
+    `UPDATE idempotency_keys SET status = ?, error_code = ?, error_message = ?
+     WHERE token_id = ? AND key = ? AND status IS NULL`,
+  );
+  const release = db.prepare(
+    'DELETE FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
+  );
+  return {
+    claim: ({ tokenId, key, fingerprint, at }: IdempotencyClaim) =>
+      write((): ClaimOutcome => {
+        const now = at.getTime();
+        purge.run(now);
+        const taken = take.get({
+          tokenId,
+          key,
+          fingerprint,
+          at: now,
+          expiresAt: now + IDEMPOTENCY_KEY_TTL_MS,
+          leaseUntil: now + IDEMPOTENCY_LEASE_MS,
+        });
+        if (taken !== undefined) return { state: 'claimed' };
+        return claimRefusal(read.get(tokenId, key) as KeyRow, fingerprint);
+      }),
+    settle: ({ tokenId, key }: ClaimedKey, status: number, error: ErrorBody) =>
+      write(() => void settle.run(status, error.error, error.message, tokenId, key)),
+    release: ({ tokenId, key }: ClaimedKey) => write(() => void release.run(tokenId, key)),
+  };
+}
+
+/** Expired keys one claim deletes at most: keeps the table from growing without a job. */
+const PURGE_BATCH = 100;
 
 function sqliteTokens(db: Database.Database, batches: GroupCommit): TokenStore {
   const columns = 'id, name, hash, scopes, created_at, expires_at, last_used_at, revoked_at';
