@@ -77,7 +77,7 @@ function send(
   url: string,
   method: string,
   path: string,
-  options: { token?: string; body?: string } = {},
+  options: { token?: string; body?: string; headers?: Record<string, string> } = {},
 ): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = request(url + path, {
@@ -85,6 +85,7 @@ function send(
       agent: false,
       headers: {
         connection: 'close',
+        ...options.headers,
         ...(options.token !== undefined && { authorization: `Bearer ${options.token}` }),
         ...(options.body !== undefined && {
           'content-type': 'application/json',
@@ -179,6 +180,48 @@ function alive(pid: number): boolean {
 
 for (const backend of BACKENDS) {
   const skip = backend.skip;
+
+  test(
+    `${backend.name}: ${CONCURRENT} concurrent POSTs with one Idempotency-Key across two server processes create one plant`,
+    { skip },
+    async (t) => {
+      const { db, token, servers } = await twoServers(t, backend);
+      const body = '{"name":"Once","tag":"retry"}';
+      const headers = { 'idempotency-key': '"order-7f3a"' };
+      const answers = await Promise.all(
+        Array.from({ length: CONCURRENT }, (_, i) =>
+          send(servers[i % 2]!.url, 'POST', '/plants', { token, body, headers }),
+        ),
+      );
+      const created = answers.filter((answer) => answer.status === 201);
+      assert.ok(created.length >= 1, JSON.stringify(tally(answers)));
+      for (const answer of answers) {
+        if (answer.status !== 201) assertError(answer, 409, 40903);
+      }
+      // Every 201 is the same plant: the first, or the first replayed.
+      const first = created.find((answer) => answer.headers['idempotent-replayed'] === undefined);
+      assert.ok(first, 'one answer is the create itself');
+      for (const answer of created) assert.equal(answer.text, first.text);
+      assert.equal(
+        created.length - 1,
+        created.filter((a) => a.headers['idempotent-replayed'] === 'true').length,
+      );
+
+      // Once it is answered, a retry on either process replays it; the store has one plant.
+      for (const server of servers) {
+        const retry = await send(server.url, 'POST', '/plants', { token, body, headers });
+        assert.equal(retry.status, 201, retry.text);
+        assert.equal(retry.text, first.text);
+        assert.equal(retry.headers['idempotent-replayed'], 'true');
+        assert.equal(retry.headers.location, first.headers.location);
+      }
+      const listed = await send(servers[1]!.url, 'GET', '/plants', { token });
+      assert.equal(listed.text, `[${first.text}]`);
+      const { stdout } = await cli(['audit', '--json', ...db]);
+      const creates = stdout.split('\n').filter((line) => line.includes('"action":"create"'));
+      assert.equal(creates.length, 1, stdout);
+    },
+  );
 
   test(
     `${backend.name}: ${CONCURRENT} concurrent DELETEs of one id across two server processes: one 204, the rest 404`,

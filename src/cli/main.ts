@@ -11,6 +11,7 @@ import {
   positiveInteger,
   storeConfig,
 } from './options.js';
+import { auditCommand } from './audit-command.js';
 import { tokenCommand } from './token-commands.js';
 
 interface ServeCommandOptions extends DatabaseOptions {
@@ -121,6 +122,7 @@ function program(): Command {
     });
 
   root.addCommand(tokenCommand());
+  root.addCommand(auditCommand());
   // Subcommands inherit neither exitOverride nor help-after-error; set them on each.
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
   for (const command of all(root)) command.exitOverride().showHelpAfterError();

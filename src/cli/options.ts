@@ -7,7 +7,7 @@ import { isPostgresUrl, type StoreConfig } from '../store/open.js';
 export const DEFAULT_DB = './data/plantstore.db';
 
 /** Wraps a parser so its message reaches the user as a usage error (exit 2). */
-function argument<T>(parse: (text: string) => T): (text: string) => T {
+export function argument<T>(parse: (text: string) => T): (text: string) => T {
   return (text) => {
     try {
       return parse(text);

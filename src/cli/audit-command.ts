@@ -1,0 +1,113 @@
+import { once } from 'node:events';
+import { Command, Option } from 'commander';
+import { stringify } from 'lossless-json';
+import type { AuditEntry, AuditQuery } from '../core/audit.js';
+import { parseInt64 } from '../core/int64.js';
+import type { Plant } from '../core/plant.js';
+import { parseDuration } from '../core/tokens.js';
+import { openStore } from '../store/open.js';
+import {
+  argument,
+  databaseUrlOption,
+  type DatabaseOptions,
+  dbOption,
+  storeConfig,
+} from './options.js';
+
+interface AuditOptions extends DatabaseOptions {
+  since?: Date;
+  plant?: bigint;
+  json?: boolean;
+}
+
+// A date (UTC midnight) or a date-time with its zone: without one, the time would depend on
+// the zone of whoever runs the command.
+const ISO_TIME =
+  /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
+
+/** `--since`: an ISO 8601 date or date-time, or a duration back from now (`15m`, `30d`). */
+export function parseSince(text: string, now: Date = new Date()): Date {
+  if (/^\d+[smhdw]$/.test(text)) return new Date(now.getTime() - parseDuration(text));
+  const date = new Date(text);
+  if (!ISO_TIME.test(text) || Number.isNaN(date.getTime())) {
+    throw new Error(
+      `"${text}" is neither a date-time such as 2026-11-21 or 2026-11-21T08:00:00Z nor a duration such as 15m or 30d`,
+    );
+  }
+  return date;
+}
+
+const plantJson = (plant: Plant | null) => (plant === null ? '-' : stringify(plant)!);
+
+/** One entry as a line: fixed fields first, then the plant before and after as JSON. */
+export function formatEntry(entry: AuditEntry): string {
+  return [
+    entry.seq,
+    entry.at.toISOString(),
+    entry.action.padEnd(6),
+    `plant=${entry.plantId}`,
+    `token=${entry.tokenId ?? '-'}`,
+    `request=${entry.requestId ?? '-'}`,
+    `before=${plantJson(entry.before)}`,
+    `after=${plantJson(entry.after)}`,
+  ].join('  ');
+}
+
+/** One entry as a JSON object, ids as exact integers. */
+export function entryJson(entry: AuditEntry): string {
+  return stringify({ ...entry, at: entry.at.toISOString() })!;
+}
+
+/** Entries read from the database at a time: the trail may be far larger than memory. */
+const PAGE = 1000;
+
+export function auditCommand(): Command {
+  return new Command('audit')
+    .description(
+      'print the audit trail of plant writes (create, update, delete), oldest first: time, ' +
+        'token id, request id, and the plant before and after',
+    )
+    .addOption(dbOption())
+    .addOption(databaseUrlOption())
+    .addOption(
+      new Option(
+        '--since <time>',
+        'only writes at or after this time: 2026-11-21, 2026-11-21T08:00:00Z, or a duration ago such as 15m, 12h, 30d',
+      ).argParser(argument((text) => parseSince(text))),
+    )
+    .addOption(
+      new Option('--plant <id>', 'only writes of the plant with this id').argParser(
+        argument((text) => {
+          const id = parseInt64(text);
+          if (id === undefined) throw new Error(`"${text}" is not a plant id (a decimal int64)`);
+          return id;
+        }),
+      ),
+    )
+    .option('--json', 'one JSON object per line instead of text')
+    .action(async (options: AuditOptions) => {
+      // `plantstore audit | head` closes the pipe early: that is the reader being done.
+      process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+        if (error.code !== 'EPIPE') throw error;
+        process.exit(0);
+      });
+      const store = await openStore(storeConfig(options));
+      try {
+        const format = options.json ? entryJson : formatEntry;
+        const query: AuditQuery = {
+          limit: PAGE,
+          ...(options.since && { since: options.since }),
+          ...(options.plant !== undefined && { plantId: options.plant }),
+        };
+        for (;;) {
+          const entries = await store.audit.list(query);
+          if (entries.length === 0) break;
+          const text = entries.map((entry) => format(entry) + '\n').join('');
+          if (!process.stdout.write(text)) await once(process.stdout, 'drain');
+          query.afterSeq = entries.at(-1)!.seq;
+        }
+      } finally {
+        await store.close();
+      }
+    });
+}
