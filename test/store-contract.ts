@@ -468,7 +468,14 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         await store.plants.delete(INT64_MAX, { by: { requestId: 'req-3' } });
         const entries = await store.audit.list({ limit: 10 });
         assert.deepEqual(
-          entries.map(({ seq: _seq, at: _at, ...rest }) => rest),
+          entries.map(({ action, plantId, tokenId, requestId, before, after }) => ({
+            action,
+            plantId,
+            tokenId,
+            requestId,
+            before,
+            after,
+          })),
           [
             {
               action: 'create',
