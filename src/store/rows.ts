@@ -77,3 +77,18 @@ export function claimRefusal(row: KeyRow, fingerprint: string): ClaimOutcome {
   const error = { error: Number(row.error_code), message: row.error_message ?? '' };
   return { state: 'answered', answer: { status, error } };
 }
+
+/**
+ * The upsert clause of a key claim, the same in both dialects (the insert aliased `k`): it
+ * takes the key when it is expired, or held by a request that died (same body, lease over),
+ * and otherwise leaves the row as it is, so that RETURNING gives nothing.
+ */
+export const TAKE_KEY = `ON CONFLICT (token_id, key) DO UPDATE SET
+    fingerprint = excluded.fingerprint, created_at = excluded.created_at,
+    expires_at = excluded.expires_at, lease_until = excluded.lease_until,
+    status = NULL, plant_id = NULL, plant_name = NULL, plant_tag = NULL,
+    error_code = NULL, error_message = NULL
+  WHERE k.expires_at <= excluded.created_at
+     OR (k.status IS NULL AND k.lease_until <= excluded.created_at
+         AND k.fingerprint = excluded.fingerprint)
+  RETURNING 1`;

@@ -18,6 +18,7 @@ import {
   type KeyRow,
   type PlantRow,
   scopesFromText,
+  TAKE_KEY,
   toAuditEntry,
   toPlant,
 } from '../rows.js';
@@ -330,8 +331,8 @@ function postgresIdempotency(query: Query): IdempotencyStore {
     async claim({ tokenId, key, fingerprint, at }: IdempotencyClaim) {
       const expiresAt = new Date(at.getTime() + IDEMPOTENCY_KEY_TTL_MS);
       const leaseUntil = new Date(at.getTime() + IDEMPOTENCY_LEASE_MS);
-      // Takes the key when it is new, expired, or held by a request that died (same body,
-      // lease over). A few expired keys of others go on the way, skipping locked ones.
+      // A new key is inserted, an expired or abandoned one taken over (TAKE_KEY). A few
+      // expired keys of others go on the way, skipping locked ones.
       const { rows } = await query(
         'idempotency.claim',
         `WITH purged AS (
@@ -342,15 +343,7 @@ function postgresIdempotency(query: Query): IdempotencyStore {
          INSERT INTO idempotency_keys AS k
            (token_id, key, fingerprint, created_at, expires_at, lease_until)
          VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (token_id, key) DO UPDATE SET
-           fingerprint = excluded.fingerprint, created_at = excluded.created_at,
-           expires_at = excluded.expires_at, lease_until = excluded.lease_until,
-           status = NULL, plant_id = NULL, plant_name = NULL, plant_tag = NULL,
-           error_code = NULL, error_message = NULL
-         WHERE k.expires_at <= excluded.created_at
-            OR (k.status IS NULL AND k.lease_until <= excluded.created_at
-                AND k.fingerprint = excluded.fingerprint)
-         RETURNING 1`,
+         ${TAKE_KEY}`,
         [tokenId, key, fingerprint, at, expiresAt, leaseUntil],
       );
       if (rows.length > 0) return { state: 'claimed' } as const;

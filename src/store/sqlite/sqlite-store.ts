@@ -39,6 +39,7 @@ import {
   claimRefusal,
   type KeyRow,
   type PlantRow,
+  TAKE_KEY,
   toAuditEntry,
   toPlant,
 } from '../rows.js';
@@ -284,22 +285,12 @@ function sqliteIdempotency(db: Database.Database, batches: GroupCommit): Idempot
     batches.run(work).catch((error: unknown) => {
       throw translate(error);
     });
-  // Takes the key when it is new, expired, or held by a request that died (same body,
-  // lease over); otherwise leaves the row as it is and returns nothing.
+  // A new key is inserted, an expired or abandoned one taken over (TAKE_KEY).
   const take = db.prepare(
-    `INSERT INTO idempotency_keys
+    `INSERT INTO idempotency_keys AS k
        (token_id, key, fingerprint, created_at, expires_at, lease_until)
      VALUES (@tokenId, @key, @fingerprint, @at, @expiresAt, @leaseUntil)
-     ON CONFLICT (token_id, key) DO UPDATE SET
-       fingerprint = excluded.fingerprint, created_at = excluded.created_at,
-       expires_at = excluded.expires_at, lease_until = excluded.lease_until,
-       status = NULL, plant_id = NULL, plant_name = NULL, plant_tag = NULL,
-       error_code = NULL, error_message = NULL
-     WHERE idempotency_keys.expires_at <= excluded.created_at
-        OR (idempotency_keys.status IS NULL
-            AND idempotency_keys.lease_until <= excluded.created_at
-            AND idempotency_keys.fingerprint = excluded.fingerprint)
-     RETURNING 1`,
+     ${TAKE_KEY}`,
   );
   const read = db.prepare(
     `SELECT fingerprint, status, plant_id, plant_name, plant_tag, error_code, error_message
