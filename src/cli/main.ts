@@ -1,19 +1,27 @@
 import cluster from 'node:cluster';
 import { Command, CommanderError, Option } from 'commander';
+import type { CorsOrigins } from '../http/cors-origins.js';
 import { MAX_CONNECTIONS } from '../http/limits.js';
 import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
 import {
+  corsOriginsOption,
   databaseUrlOption,
   type DatabaseOptions,
   dbOption,
+  edgeTimeouts,
+  headersTimeoutOption,
+  keepAliveTimeoutOption,
   parsePort,
   positiveInteger,
+  requestTimeoutOption,
+  shutdownGraceOption,
   storeConfig,
+  type TimeoutOptions,
 } from './options.js';
 import { tokenCommand } from './token-commands.js';
 
-interface ServeCommandOptions extends DatabaseOptions {
+interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
   host: string;
   port: number;
   durability: Durability;
@@ -21,6 +29,7 @@ interface ServeCommandOptions extends DatabaseOptions {
   poolSize?: number;
   workers: number;
   maxConnections: number;
+  corsOrigins?: CorsOrigins;
 }
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
@@ -55,6 +64,11 @@ function program(): Command {
         .default(MAX_CONNECTIONS)
         .argParser(positiveInteger('connections', 1_000_000)),
     )
+    .addOption(requestTimeoutOption())
+    .addOption(headersTimeoutOption())
+    .addOption(keepAliveTimeoutOption())
+    .addOption(shutdownGraceOption())
+    .addOption(corsOriginsOption())
     .addOption(
       new Option('--workers <n>', 'processes sharing the port (node:cluster)')
         .env('PLANTSTORE_WORKERS')
@@ -77,6 +91,12 @@ function program(): Command {
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
     .action(async (options: ServeCommandOptions) => {
+      const timeouts = edgeTimeouts(options);
+      if (typeof timeouts === 'string') {
+        process.stderr.write(`plantstore: ${timeouts}\n`);
+        process.exitCode = USAGE;
+        return;
+      }
       const store = {
         ...storeConfig(options),
         durability: options.durability,
@@ -90,7 +110,12 @@ function program(): Command {
       }
       if (options.workers > 1 && cluster.isPrimary) {
         const { runPrimary } = await import('./cluster.js');
-        await runPrimary({ workers: options.workers, store, logLevel: options.logLevel });
+        await runPrimary({
+          workers: options.workers,
+          store,
+          logLevel: options.logLevel,
+          shutdownGraceMs: timeouts.shutdownGraceMs,
+        });
         return;
       }
       // Loaded here so that token commands do not pay for the HTTP stack.
@@ -101,6 +126,8 @@ function program(): Command {
         store,
         logLevel: options.logLevel,
         maxConnections: options.maxConnections,
+        ...timeouts,
+        ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
       });
     });
 
