@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { chromium } from 'playwright-core';
-import { cli, startServer } from './helpers/server-process.js';
+import { cli, type LogLine, startServer } from './helpers/server-process.js';
 import { makeTempDir } from './helpers/setup.js';
 
 // CORS as a browser enforces it: a page on one origin calls `plantstore serve
@@ -144,7 +144,9 @@ test('pages on the allowed origin use the API; pages on others cannot', { skip }
   });
   assert.equal(check.status, 404, 'the refused POST never reached the API');
   await check.text();
-  const preflights = api.logs.filter((line) => line.method === 'OPTIONS').map((l) => l.status);
-  assert.ok(preflights.includes(204), JSON.stringify(preflights));
-  assert.ok(preflights.includes(403), JSON.stringify(preflights));
+  // Log lines arrive through a pipe, possibly after the answers: wait for them.
+  const preflight = (status: number) => (line: LogLine) =>
+    line.method === 'OPTIONS' && line.status === status;
+  await api.waitForLog(preflight(204), 'a 204 preflight');
+  await api.waitForLog(preflight(403), 'a 403 preflight');
 });
