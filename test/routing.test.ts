@@ -64,6 +64,20 @@ test('HEAD is not an operation: 405 with Allow and no body', async (t) => {
   }
 });
 
+test('routing comes first whatever the body: 404 and 405 before it is read', async (t) => {
+  const { call } = await setup(t);
+  const cases = [
+    ['POST', '/nowhere', 'application/json', '{bad', 404],
+    ['PUT', '/plants/1', 'application/json', `{"name":"${'a'.repeat(70_000)}"}`, 405],
+    ['OPTIONS', '/plants/1', '', '{"name":"x"}', 405],
+    ['DELETE', '/plants', 'text/plain', 'x', 405],
+  ] as const;
+  for (const [method, url, type, payload, status] of cases) {
+    const res = await call({ method, url, headers: { 'content-type': type }, payload });
+    assert.equal(res.statusCode, status, `${method} ${url} ${type}`);
+  }
+});
+
 test('/healthz and /readyz answer 200 {"status":"ok"}', async (t) => {
   const { call } = await setup(t);
   for (const url of ['/healthz', '/readyz']) {

@@ -1,6 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
 import pino from 'pino';
-import { SHUTDOWN_GRACE_MS } from '../http/limits.js';
 import { openStore, type StoreConfig } from '../store/open.js';
 import { STATEMENT_TIMEOUT_MS } from '../store/postgres/postgres-store.js';
 
@@ -9,7 +8,8 @@ import { STATEMENT_TIMEOUT_MS } from '../store/postgres/postgres-store.js';
  * worker's own worst case (its grace period, then closing the store behind a statement
  * that may run out its timeout).
  */
-const WORKER_STOP_BACKSTOP_MS = SHUTDOWN_GRACE_MS + STATEMENT_TIMEOUT_MS + 5_000;
+const workerStopBackstopMs = (shutdownGraceMs: number) =>
+  shutdownGraceMs + STATEMENT_TIMEOUT_MS + 5_000;
 
 /** A worker that dies sooner than this after its start is restarted only after a pause. */
 const CRASH_LOOP_MS = 1_000;
@@ -18,6 +18,8 @@ export interface PrimaryOptions {
   workers: number;
   store: StoreConfig;
   logLevel: string;
+  /** The workers' --shutdown-grace. */
+  shutdownGraceMs: number;
 }
 
 /**
@@ -91,7 +93,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     // Each worker cuts its own stragglers after the grace period; this is the backstop.
     setTimeout(() => {
       for (const worker of started.keys()) worker.process.kill('SIGKILL');
-    }, WORKER_STOP_BACKSTOP_MS).unref();
+    }, workerStopBackstopMs(options.shutdownGraceMs)).unref();
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

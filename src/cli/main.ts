@@ -1,20 +1,28 @@
 import cluster from 'node:cluster';
 import { Command, CommanderError, Option } from 'commander';
+import type { CorsOrigins } from '../http/cors-origins.js';
 import { MAX_CONNECTIONS } from '../http/limits.js';
 import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
 import {
+  corsOriginsOption,
   databaseUrlOption,
   type DatabaseOptions,
   dbOption,
+  edgeTimeouts,
+  headersTimeoutOption,
+  keepAliveTimeoutOption,
   parsePort,
   positiveInteger,
+  requestTimeoutOption,
+  shutdownGraceOption,
   storeConfig,
+  type TimeoutOptions,
 } from './options.js';
 import { auditCommand } from './audit-command.js';
 import { tokenCommand } from './token-commands.js';
 
-interface ServeCommandOptions extends DatabaseOptions {
+interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
   host: string;
   port: number;
   durability: Durability;
@@ -22,6 +30,7 @@ interface ServeCommandOptions extends DatabaseOptions {
   poolSize?: number;
   workers: number;
   maxConnections: number;
+  corsOrigins?: CorsOrigins;
 }
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
@@ -56,6 +65,11 @@ function program(): Command {
         .default(MAX_CONNECTIONS)
         .argParser(positiveInteger('connections', 1_000_000)),
     )
+    .addOption(requestTimeoutOption())
+    .addOption(headersTimeoutOption())
+    .addOption(keepAliveTimeoutOption())
+    .addOption(shutdownGraceOption())
+    .addOption(corsOriginsOption())
     .addOption(
       new Option('--workers <n>', 'processes sharing the port (node:cluster)')
         .env('PLANTSTORE_WORKERS')
@@ -78,6 +92,12 @@ function program(): Command {
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
     .action(async (options: ServeCommandOptions) => {
+      const timeouts = edgeTimeouts(options);
+      if (typeof timeouts === 'string') {
+        process.stderr.write(`plantstore: ${timeouts}\n`);
+        process.exitCode = USAGE;
+        return;
+      }
       const store = {
         ...storeConfig(options),
         durability: options.durability,
@@ -91,7 +111,12 @@ function program(): Command {
       }
       if (options.workers > 1 && cluster.isPrimary) {
         const { runPrimary } = await import('./cluster.js');
-        await runPrimary({ workers: options.workers, store, logLevel: options.logLevel });
+        await runPrimary({
+          workers: options.workers,
+          store,
+          logLevel: options.logLevel,
+          shutdownGraceMs: timeouts.shutdownGraceMs,
+        });
         return;
       }
       // Loaded here so that token commands do not pay for the HTTP stack.
@@ -102,6 +127,8 @@ function program(): Command {
         store,
         logLevel: options.logLevel,
         maxConnections: options.maxConnections,
+        ...timeouts,
+        ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
       });
     });
 

@@ -1,6 +1,15 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_SCOPES, parseScopes } from '../core/scopes.js';
 import { parseDuration } from '../core/tokens.js';
+import { parseCorsOrigins } from '../http/cors-origins.js';
+import {
+  HEADERS_TIMEOUT_MS,
+  KEEP_ALIVE_TIMEOUT_MS,
+  REQUEST_TIMEOUT_MS,
+  SHUTDOWN_GRACE_MS,
+  TIMEOUT_MAX_MS,
+  TIMEOUT_MIN_MS,
+} from '../http/limits.js';
 import { isPostgresUrl, type StoreConfig } from '../store/open.js';
 
 /** Where the database is when neither --db nor PLANTSTORE_DB says. */
@@ -71,3 +80,97 @@ export const tokenIdArgument = argument((text) => {
   if (!/^[1-9]\d{0,14}$/.test(text)) throw new Error(`"${text}" is not a token id`);
   return Number(text);
 });
+
+/** A bounded duration option such as `--request-timeout 30s`; milliseconds once parsed. */
+function durationOption(flags: string, description: string, env: string) {
+  return new Option(flags, description).env(env).argParser(
+    argument((text) => {
+      const ms = parseDuration(text);
+      if (ms < TIMEOUT_MIN_MS || ms > TIMEOUT_MAX_MS) {
+        const range = `${formatMs(TIMEOUT_MIN_MS)} to ${formatMs(TIMEOUT_MAX_MS)}`;
+        throw new Error(`"${text}" is out of range (${range})`);
+      }
+      return ms;
+    }),
+  );
+}
+
+/** `90000` -> `90s`, `3600000` -> `1h`: in the largest unit that divides it. */
+export function formatMs(ms: number): string {
+  for (const [unit, size] of [
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1_000],
+  ] as const) {
+    if (ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
+export const requestTimeoutOption = () =>
+  durationOption(
+    '--request-timeout <duration>',
+    'a whole request, headers and body, must arrive within this (408 beyond)',
+    'PLANTSTORE_REQUEST_TIMEOUT',
+  ).default(REQUEST_TIMEOUT_MS, formatMs(REQUEST_TIMEOUT_MS));
+
+export const headersTimeoutOption = () =>
+  durationOption(
+    '--headers-timeout <duration>',
+    `the header section must arrive within this (408 beyond); at most the request timeout (default: ${formatMs(HEADERS_TIMEOUT_MS)}, or the request timeout if shorter)`,
+    'PLANTSTORE_HEADERS_TIMEOUT',
+  );
+
+export const keepAliveTimeoutOption = () =>
+  durationOption(
+    '--keep-alive-timeout <duration>',
+    'an idle keep-alive connection is closed after this',
+    'PLANTSTORE_KEEP_ALIVE_TIMEOUT',
+  ).default(KEEP_ALIVE_TIMEOUT_MS, formatMs(KEEP_ALIVE_TIMEOUT_MS));
+
+export const shutdownGraceOption = () =>
+  durationOption(
+    '--shutdown-grace <duration>',
+    'on SIGTERM/SIGINT, requests still running after this are cut off',
+    'PLANTSTORE_SHUTDOWN_GRACE',
+  ).default(SHUTDOWN_GRACE_MS, formatMs(SHUTDOWN_GRACE_MS));
+
+/** The timeout options of `serve` as commander parses them. */
+export interface TimeoutOptions {
+  requestTimeout: number;
+  headersTimeout?: number;
+  keepAliveTimeout: number;
+  shutdownGrace: number;
+}
+
+export interface Timeouts {
+  requestTimeoutMs: number;
+  headersTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  shutdownGraceMs: number;
+}
+
+/** The timeouts to serve with, or what is wrong with them together. */
+export function edgeTimeouts(options: TimeoutOptions): Timeouts | string {
+  const { requestTimeout, headersTimeout, keepAliveTimeout, shutdownGrace } = options;
+  if (headersTimeout !== undefined && headersTimeout > requestTimeout) {
+    return (
+      `--headers-timeout (${formatMs(headersTimeout)}) cannot be longer than ` +
+      `--request-timeout (${formatMs(requestTimeout)}): the headers are part of the request`
+    );
+  }
+  return {
+    requestTimeoutMs: requestTimeout,
+    headersTimeoutMs: headersTimeout ?? Math.min(HEADERS_TIMEOUT_MS, requestTimeout),
+    keepAliveTimeoutMs: keepAliveTimeout,
+    shutdownGraceMs: shutdownGrace,
+  };
+}
+
+export const corsOriginsOption = () =>
+  new Option(
+    '--cors-origins <list>',
+    'origins whose web pages may call the API, comma-separated (https://app.example), or * for any; unset: CORS off',
+  )
+    .env('PLANTSTORE_CORS_ORIGINS')
+    .argParser(argument(parseCorsOrigins));

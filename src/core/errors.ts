@@ -21,6 +21,10 @@ export const errorCatalogue = {
     message: 'Send the header "Authorization: Bearer <ACCESS_TOKEN>".',
   },
   insufficientScope: { code: 40301, message: 'The access token lacks the scope required.' },
+  originNotAllowed: {
+    code: 40302,
+    message: 'Web pages from this origin may not call the API (CORS).',
+  },
   plantNotFound: { code: 40401, message: 'No plant has this id.' },
   routeNotFound: { code: 40402, message: 'No such resource.' },
   methodNotAllowed: { code: 40501, message: 'The resource does not support this method.' },

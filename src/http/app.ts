@@ -8,7 +8,15 @@ import { authenticate } from './auth.js';
 import { bodyRefusal, registerJsonParsers } from './body.js';
 import { ApiError } from '../core/errors.js';
 import { installErrorHandling, sendError, toApiError } from './error-reply.js';
-import { BODY_LIMIT, HEADERS_TIMEOUT_MS, MAX_CONNECTIONS, REQUEST_TIMEOUT_MS } from './limits.js';
+import { corsPolicy } from './cors.js';
+import type { CorsOrigins } from './cors-origins.js';
+import {
+  BODY_LIMIT,
+  HEADERS_TIMEOUT_MS,
+  KEEP_ALIVE_TIMEOUT_MS,
+  MAX_CONNECTIONS,
+  REQUEST_TIMEOUT_MS,
+} from './limits.js';
 import { clientErrorHandler, refuseConnect } from './raw-errors.js';
 import { lazyChildLogger, RequestLog } from './request-log.js';
 import { SECURITY_HEADERS } from './security-headers.js';
@@ -20,8 +28,14 @@ export interface AppOptions {
   store: Store;
   /** Pino options (or false for silence); the Authorization header is always redacted. */
   logger?: FastifyServerOptions['logger'];
-  /** Overrides REQUEST_TIMEOUT_MS (for tests of slow clients). */
+  /** Overrides REQUEST_TIMEOUT_MS. */
   requestTimeoutMs?: number;
+  /** Overrides HEADERS_TIMEOUT_MS; capped at the request timeout. */
+  headersTimeoutMs?: number;
+  /** Overrides KEEP_ALIVE_TIMEOUT_MS. */
+  keepAliveTimeoutMs?: number;
+  /** Origins whose pages may call the API; CORS is off when absent or empty. */
+  corsOrigins?: CorsOrigins;
   /** Overrides MAX_CONNECTIONS. */
   maxConnections?: number;
 }
@@ -42,9 +56,13 @@ export function buildApp({
   store,
   logger = false,
   requestTimeoutMs = REQUEST_TIMEOUT_MS,
+  headersTimeoutMs = HEADERS_TIMEOUT_MS,
+  keepAliveTimeoutMs = KEEP_ALIVE_TIMEOUT_MS,
   maxConnections = MAX_CONNECTIONS,
+  corsOrigins,
 }: AppOptions): FastifyInstance {
   const requestLog = new RequestLog();
+  const cors = corsPolicy(corsOrigins);
   const app = Fastify({
     logger: logger && {
       ...(typeof logger === 'object' ? logger : {}),
@@ -57,10 +75,11 @@ export function buildApp({
     bodyLimit: BODY_LIMIT,
     // Slow clients are cut off with a 408 rather than holding a connection (and shutdown).
     requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
     http: {
       // Node would answer a missing Host with an empty 400 of its own; we answer it below.
       requireHostHeader: false,
-      headersTimeout: Math.min(HEADERS_TIMEOUT_MS, requestTimeoutMs),
+      headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
       // Node checks the timeouts this often (30 s by default), so they hold to about 1 s.
       connectionsCheckingInterval: 1_000,
     },
@@ -74,10 +93,9 @@ export function buildApp({
     // log), so the request id and the request's log line are added here.
     frameworkErrors: (error, request, reply) => {
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
-      return sendError(
-        reply.headers(SECURITY_HEADERS).header('x-request-id', request.id),
-        toApiError(error),
-      );
+      reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
+      if (cors !== undefined) reply.headers(cors.headersFor(request.headers.origin));
+      return sendError(reply, toApiError(error));
     },
   });
 
@@ -99,6 +117,9 @@ export function buildApp({
   const credentialsRefusal = authenticate(new TokenService(store.tokens));
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
+    // Before authentication: a preflight carries no credentials, and errors need the
+    // CORS headers too, or a page cannot read them.
+    if (cors?.handle(request, reply)) return;
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       return done(new ApiError('malformedRequest', 'HTTP/1.1 requests need a Host header.'));
     }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
+import { routingError } from './error-reply.js';
 import { BODY_LIMIT } from './limits.js';
 import { decodeUtf8, parseJson } from './json.js';
 
@@ -18,7 +19,9 @@ function hasBody(request: FastifyRequest): boolean {
  */
 export function bodyRefusal(request: FastifyRequest): ApiError | undefined {
   const op = request.routeOptions.config.operation;
-  if (op === undefined) return undefined;
+  // No route: 404 or 405 before the body is read. Fastify would parse it first on the
+  // not-found route, and answer a bad or oversized one 400, 413 or 415: routing first.
+  if (op === undefined) return routingError(request);
   if (op.body === undefined) {
     if (hasBody(request)) return new ApiError('unexpectedBody');
     // Nothing to parse: a stray Content-Type (some clients always send one) must not

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorName } from '../core/errors.js';
 import { StoreUnavailableError } from '../store/store.js';
 import { allowedMethods } from './allowed-methods.js';
@@ -50,18 +50,18 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (answer.status >= 500) request.log.error({ err: error }, 'request failed');
     return sendError(reply, answer);
   });
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?', 1)[0]!;
-    const allowed = allowedMethods(path);
-    if (allowed === undefined) {
-      return sendError(reply, new ApiError('routeNotFound', `No resource at ${truncate(path)}.`));
-    }
-    const detail = `${request.method} is not supported here; use ${allowed.join(', ')}.`;
-    return sendError(
-      reply,
-      new ApiError('methodNotAllowed', detail, { allow: allowed.join(', ') }),
-    );
-  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, routingError(request)));
+}
+
+/** The answer to a request no route serves: 404, or 405 with Allow on a known path. */
+export function routingError(request: FastifyRequest): ApiError {
+  const path = request.url.split('?', 1)[0]!;
+  const allowed = allowedMethods(path);
+  if (allowed === undefined) {
+    return new ApiError('routeNotFound', `No resource at ${truncate(path)}.`);
+  }
+  const detail = `${request.method} is not supported here; use ${allowed.join(', ')}.`;
+  return new ApiError('methodNotAllowed', detail, { allow: allowed.join(', ') });
 }
 
 function truncate(text: string): string {

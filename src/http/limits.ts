@@ -1,4 +1,7 @@
-/** Limits of the HTTP edge; each is published in the README and the OpenAPI document. */
+/**
+ * Limits of the HTTP edge; each is published in the README and the OpenAPI document. The
+ * timeouts are defaults, configurable on `serve` (see src/cli/options.ts).
+ */
 
 /** Bytes a request body may have (413 beyond). */
 export const BODY_LIMIT = 64 * 1024;
@@ -6,11 +9,25 @@ export const BODY_LIMIT = 64 * 1024;
 /** A whole request (headers and body) must arrive within this (408 beyond). */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
-/** The header section must arrive within this (408 beyond). */
+/** The header section must arrive within this (408 beyond); at most the request timeout. */
 export const HEADERS_TIMEOUT_MS = 10_000;
+
+/**
+ * An idle keep-alive connection is closed after this. Fastify's default, kept: longer
+ * than the 60 s idle timeout of common load balancers, so a balancer does not send a
+ * request on a connection the server is closing at that moment.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 /** On shutdown, requests still running after this are cut off. */
 export const SHUTDOWN_GRACE_MS = 10_000;
+
+/**
+ * Bounds of the configurable timeouts. Node checks the request and header timeouts once a
+ * second, so shorter ones would not hold; zero (Node's "never") is refused on purpose.
+ */
+export const TIMEOUT_MIN_MS = 1_000;
+export const TIMEOUT_MAX_MS = 3_600_000;
 
 /**
  * Open connections a process accepts at most; Node closes any beyond at once. Keeps a

@@ -1,14 +1,28 @@
 import type { TSchema } from '@sinclair/typebox';
-import { errorCatalogue, statusOf } from '../core/errors.js';
+import { errorCatalogue, type ErrorName, statusOf } from '../core/errors.js';
 import { IDEMPOTENCY_KEY_TTL_MS } from '../core/idempotency.js';
 import { INT64_MAX, INT64_MIN } from '../core/int64.js';
-import { errorsByStatus, type HeaderName, type OperationSpec } from './operation.js';
+import {
+  BODY_LIMIT,
+  HEADERS_TIMEOUT_MS,
+  KEEP_ALIVE_TIMEOUT_MS,
+  MAX_CONNECTIONS,
+  REQUEST_TIMEOUT_MS,
+  SHUTDOWN_GRACE_MS,
+} from './limits.js';
+import { errorsByStatus, groupByStatus, type HeaderName, type OperationSpec } from './operation.js';
+import {
+  corsDescription,
+  PREFLIGHT_ERRORS,
+  preflightHeaderComponents,
+  preflightOperation,
+} from './openapi-preflight.js';
 import { operations } from './operations.js';
 import { components } from './schemas.js';
 
 type Json = Record<string, unknown>;
 
-const headerComponents: Record<HeaderName | 'X-Request-Id', Json> = {
+const headerComponents: Record<HeaderName | 'X-Request-Id' | 'Allow', Json> = {
   'X-Request-Id': {
     description:
       'Identifier of this request in the server logs: the X-Request-Id the client sent ' +
@@ -44,6 +58,11 @@ const headerComponents: Record<HeaderName | 'X-Request-Id', Json> = {
       '`true` when this is the answer kept for the `Idempotency-Key` sent (given again, ' +
       'not produced again); absent otherwise.',
     schema: { type: 'string', enum: ['true'] },
+  },
+  Allow: {
+    description: 'The methods the path supports, e.g. `GET, POST`.',
+    required: true,
+    schema: { type: 'string' },
   },
   'WWW-Authenticate': {
     description:
@@ -136,30 +155,39 @@ function responses(op: OperationSpec): Json {
       ...body,
     };
   }
-  for (const [status, names] of errorsByStatus(op)) {
+  return { ...out, ...errorResponses(errorsByStatus(op)) };
+}
+
+/** Headers an error answer always carries, besides X-Request-Id. */
+const errorHeaders: Partial<Record<ErrorName, string>> = {
+  missingCredentials: 'WWW-Authenticate',
+  invalidToken: 'WWW-Authenticate',
+  insufficientScope: 'WWW-Authenticate',
+  methodNotAllowed: 'Allow',
+  storeUnavailable: 'Retry-After',
+};
+
+function errorResponses(byStatus: Map<number, ErrorName[]>): Json {
+  const out: Json = {};
+  for (const [status, names] of byStatus) {
     const codes = names.map(
       (name) => `\`${errorCatalogue[name].code}\` ${errorCatalogue[name].message}`,
     );
-    const challenge =
-      status === 401 || status === 403
-        ? ['WWW-Authenticate']
-        : status === 503
-          ? ['Retry-After']
-          : [];
-    // 409 of a create with a key: Retry-After only on 40903, and a replayed refusal is marked.
-    const keyed =
-      status === 409 && op.idempotent
-        ? {
-            'Retry-After': {
-              description: 'With 40903: seconds after which the request may be retried.',
-              schema: { type: 'string', pattern: '^[0-9]+$' },
-            },
-            'Idempotent-Replayed': { $ref: '#/components/headers/Idempotent-Replayed' },
-          }
-        : {};
+    const headers = new Set(names.flatMap((name) => errorHeaders[name] ?? []));
+    // The 409 of a create with a key: Retry-After comes with 40903 only, so it is optional
+    // here, and a refusal kept for the key is marked when it is replayed.
+    const keyed = names.includes('idempotencyKeyInFlight')
+      ? {
+          'Retry-After': {
+            description: 'With 40903: seconds after which the request may be retried.',
+            schema: { type: 'string', pattern: '^[0-9]+$' },
+          },
+          'Idempotent-Replayed': { $ref: '#/components/headers/Idempotent-Replayed' },
+        }
+      : {};
     out[String(status)] = {
       description: `Error. \`error\` is one of:\n\n- ${codes.join('\n- ')}`,
-      headers: { ...headerRefs(challenge), ...keyed },
+      headers: { ...headerRefs([...headers]), ...keyed },
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
     };
   }
@@ -191,6 +219,8 @@ const catalogueTable = Object.entries(errorCatalogue)
   .map(([name, kind]) => `| ${kind.code} | ${statusOf(kind)} | ${name} | ${kind.message} |`)
   .join('\n');
 
+const seconds = (ms: number) => `${ms / 1000} s`;
+
 const description = `A plant store. Every plant is identified by a signed 64-bit integer id
 (${INT64_MIN} to ${INT64_MAX}), exact everywhere: in paths and query strings as a canonical
 decimal (no sign on positives, no leading zeros), in JSON as an integer (never a string).
@@ -203,9 +233,32 @@ path \`404\`, unsupported method \`405\` with \`Allow\`), authentication (\`401\
 Every error, whatever its status, is \`application/json\` \`{"error": <int32>, "message": <string>}\`
 and carries \`X-Request-Id\`. Besides the answers listed per operation, any request can get
 \`404\` (no such path) or \`405\` (method not supported on the path, with \`Allow\`), both with
-the Error body. Limits: request bodies 64 KiB (\`413\`), header fields 16 KiB (\`431\`), the
-header section must arrive within 10 s and the whole request within 30 s (\`408\`). When the
-database is locked or unreachable, operations answer \`503\` with \`Retry-After\`.
+the Error body. \`HEAD\` is not served (\`405\`), nor \`OPTIONS\` except as a CORS preflight.
+When the database is locked or unreachable, operations answer \`503\` with \`Retry-After\`.
+
+## Limits
+
+- Size: request bodies ${BODY_LIMIT / 1024} KiB (\`413\`), the header section 16 KiB (\`431\`);
+  a JSON body nested too deeply to parse is \`400\`.
+- Time: the header section must arrive within ${seconds(HEADERS_TIMEOUT_MS)} and the whole
+  request, headers and body, within ${seconds(REQUEST_TIMEOUT_MS)} (\`408\`, then the
+  connection is closed); an idle keep-alive connection is closed after
+  ${seconds(KEEP_ALIVE_TIMEOUT_MS)}. These are the defaults; a server may be started with
+  others (\`--headers-timeout\`, \`--request-timeout\`, \`--keep-alive-timeout\`).
+- Connections: a process keeps at most ${MAX_CONNECTIONS} open by default
+  (\`--max-connections\`); one beyond is closed at once, without an answer.
+- Shutdown: requests still running ${seconds(SHUTDOWN_GRACE_MS)} after the server was told
+  to stop are cut off (\`--shutdown-grace\`).
+
+## Headers on every answer
+
+\`X-Request-Id\`; \`X-Content-Type-Options: nosniff\`, so a browser never treats an answer
+as another type than the one sent; \`Cache-Control: no-store\`, as answers hold one token
+holder's view of the data (only the assets of /docs may be cached). No \`X-Powered-By\`.
+
+## CORS
+
+${corsDescription}
 
 ## Error catalogue
 
@@ -222,6 +275,15 @@ export function buildOpenApiDocument(): Json {
   for (const op of operations) {
     paths[op.path] = { ...paths[op.path], [op.method.toLowerCase()]: operation(op) };
   }
+  const preflightErrors = errorResponses(groupByStatus(PREFLIGHT_ERRORS));
+  for (const [path, ops] of Object.entries(paths)) {
+    const preflight = preflightOperation(
+      path,
+      Object.keys(ops).map((method) => method.toUpperCase()),
+    );
+    const responses = { ...(preflight.responses as Json), ...preflightErrors };
+    paths[path] = { ...ops, options: { ...preflight, responses } };
+  }
   return {
     openapi: '3.1.0',
     info: {
@@ -234,6 +296,10 @@ export function buildOpenApiDocument(): Json {
     tags: [
       { name: 'plants', description: 'The plants of the store.' },
       { name: 'operations', description: 'Health, readiness and this document; no token needed.' },
+      {
+        name: 'cors',
+        description: 'Preflights of cross-origin requests from browsers, when CORS is on.',
+      },
     ],
     paths,
     components: {
@@ -247,7 +313,7 @@ export function buildOpenApiDocument(): Json {
       schemas: Object.fromEntries(
         Object.entries(components).map(([name, schema]) => [name, toJson(schema)]),
       ),
-      headers: headerComponents,
+      headers: { ...headerComponents, ...preflightHeaderComponents },
     },
     'x-error-catalogue': Object.entries(errorCatalogue).map(([name, kind]) => ({
       name,

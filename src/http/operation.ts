@@ -71,10 +71,15 @@ export function errorsOf(op: OperationSpec): ErrorName[] {
   return [...new Set(names)].sort((a, b) => errorCatalogue[a].code - errorCatalogue[b].code);
 }
 
-/** The same errors grouped by the HTTP status they answer with. */
+/** The errors of an operation grouped by the HTTP status they answer with. */
 export function errorsByStatus(op: OperationSpec): Map<number, ErrorName[]> {
+  return groupByStatus(errorsOf(op));
+}
+
+/** Catalogue errors grouped by the HTTP status they answer with. */
+export function groupByStatus(names: readonly ErrorName[]): Map<number, ErrorName[]> {
   const byStatus = new Map<number, ErrorName[]>();
-  for (const name of errorsOf(op)) {
+  for (const name of names) {
     const status = statusOf(errorCatalogue[name]);
     byStatus.set(status, [...(byStatus.get(status) ?? []), name]);
   }

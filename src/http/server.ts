@@ -1,31 +1,44 @@
 import type { FastifyServerOptions } from 'fastify';
 import { openStore, type StoreConfig } from '../store/open.js';
-import { buildApp } from './app.js';
-import { SHUTDOWN_GRACE_MS } from './limits.js';
+import { type AppOptions, buildApp } from './app.js';
 
-export interface ServeOptions {
+/** What `serve` passes on to buildApp: the limits and CORS of the HTTP edge. */
+export type EdgeOptions = Pick<
+  AppOptions,
+  'maxConnections' | 'requestTimeoutMs' | 'headersTimeoutMs' | 'keepAliveTimeoutMs' | 'corsOrigins'
+>;
+
+export interface ServeOptions extends EdgeOptions {
   host: string;
   port: number;
   store: StoreConfig;
   logLevel: string;
-  maxConnections: number;
+  /** On shutdown, requests still running after this are cut off. */
+  shutdownGraceMs: number;
 }
 
 /**
  * Opens the store, listens, and on SIGTERM/SIGINT stops accepting connections, lets
  * in-flight requests finish, closes the store and exits 0.
  */
-export async function serve(options: ServeOptions): Promise<void> {
-  const store = await openStore(options.store);
-  const logger: FastifyServerOptions['logger'] = { level: options.logLevel };
-  const app = buildApp({ store, logger, maxConnections: options.maxConnections });
+export async function serve({
+  host,
+  port,
+  store: storeConfig,
+  logLevel,
+  shutdownGraceMs,
+  ...edge
+}: ServeOptions): Promise<void> {
+  const store = await openStore(storeConfig);
+  const logger: FastifyServerOptions['logger'] = { level: logLevel };
+  const app = buildApp({ store, logger, ...edge });
   let stopping = false;
   const stop = async (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
     app.log.info({ signal }, 'shutting down');
     // Requests still running after the grace period are cut off rather than awaited forever.
-    setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
+    setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
     try {
       await app.close();
       await store.close();
@@ -39,7 +52,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   try {
-    await app.listen({ host: options.host, port: options.port });
+    await app.listen({ host, port });
   } catch (error) {
     await store.close();
     throw error;

@@ -22,6 +22,11 @@ export function cleanEnv(): NodeJS.ProcessEnv {
     'PLANTSTORE_DURABILITY',
     'PLANTSTORE_POOL_SIZE',
     'PLANTSTORE_MAX_CONNECTIONS',
+    'PLANTSTORE_REQUEST_TIMEOUT',
+    'PLANTSTORE_HEADERS_TIMEOUT',
+    'PLANTSTORE_KEEP_ALIVE_TIMEOUT',
+    'PLANTSTORE_SHUTDOWN_GRACE',
+    'PLANTSTORE_CORS_ORIGINS',
   ]);
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
 }
