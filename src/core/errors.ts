@@ -15,6 +15,10 @@ export const errorCatalogue = {
     code: 40008,
     message: 'The Idempotency-Key header must be a string of 1 to 255 printable ASCII characters.',
   },
+  bodyTooComplex: {
+    code: 40009,
+    message: 'The request body nests deeper than 16 levels or has an array of over 1000 items.',
+  },
   invalidToken: { code: 40101, message: 'The access token is unknown, revoked or expired.' },
   missingCredentials: {
     code: 40102,

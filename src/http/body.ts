@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
 import { routingError } from './error-reply.js';
 import { BODY_LIMIT } from './limits.js';
-import { decodeUtf8, parseJson } from './json.js';
+import { decodeUtf8, parseJson, shapeViolation } from './json.js';
 
 const JSON_MEDIA_TYPES = ['application/json', 'application/merge-patch+json'];
 
@@ -51,7 +51,12 @@ export function registerJsonParsers(app: FastifyInstance): void {
     { parseAs: 'buffer', bodyLimit: BODY_LIMIT },
     (_request, body, done) => {
       try {
-        done(null, parseJson(decodeUtf8(body as Buffer)));
+        const text = decodeUtf8(body as Buffer);
+        const violation = shapeViolation(text);
+        if (violation !== undefined) {
+          return done(new ApiError('bodyTooComplex', `The request body is refused: ${violation}.`));
+        }
+        done(null, parseJson(text));
       } catch (error) {
         // The parser quotes the offending input, which may be half a surrogate pair.
         const reason =

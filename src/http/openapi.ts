@@ -2,6 +2,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { errorCatalogue, type ErrorName, statusOf } from '../core/errors.js';
 import { IDEMPOTENCY_KEY_TTL_MS } from '../core/idempotency.js';
 import { INT64_MAX, INT64_MIN } from '../core/int64.js';
+import { JSON_LIMITS } from './json.js';
 import {
   BODY_LIMIT,
   HEADERS_TIMEOUT_MS,
@@ -239,7 +240,8 @@ When the database is locked or unreachable, operations answer \`503\` with \`Ret
 ## Limits
 
 - Size: request bodies ${BODY_LIMIT / 1024} KiB (\`413\`), the header section 16 KiB (\`431\`);
-  a JSON body nested too deeply to parse is \`400\`.
+  a JSON body may nest ${JSON_LIMITS.depth} levels deep and hold arrays of ${JSON_LIMITS.arrayItems}
+  items at most (\`400\`, 40009), checked before it is parsed.
 - Time: the header section must arrive within ${seconds(HEADERS_TIMEOUT_MS)} and the whole
   request, headers and body, within ${seconds(REQUEST_TIMEOUT_MS)} (\`408\`, then the
   connection is closed); an idle keep-alive connection is closed after

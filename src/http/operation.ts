@@ -67,7 +67,10 @@ export function errorsOf(op: OperationSpec): ErrorName[] {
     names.push('malformedIdempotencyKey', 'idempotencyKeyInFlight', 'idempotencyKeyReused');
   }
   if (op.body === undefined) names.push('unexpectedBody');
-  else names.push('malformedJson', 'invalidBody', 'bodyTooLarge', 'unsupportedMediaType');
+  else {
+    names.push('malformedJson', 'invalidBody', 'bodyTooComplex', 'bodyTooLarge');
+    names.push('unsupportedMediaType');
+  }
   return [...new Set(names)].sort((a, b) => errorCatalogue[a].code - errorCatalogue[b].code);
 }
 
