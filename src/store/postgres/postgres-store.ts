@@ -16,6 +16,7 @@ import {
   type TokenStore,
 } from '../store.js';
 import { migratePostgres } from './migrate.js';
+import { postgresRateLimits } from './rate-limits.js';
 
 export interface PostgresOptions {
   /** A `postgres://` or `postgresql://` connection URL. */
@@ -78,6 +79,7 @@ export async function openPostgresStore({
   return {
     plants: postgresPlants(query),
     tokens: postgresTokens(query),
+    rateLimits: postgresRateLimits(query),
     migration,
     async ping() {
       await query('ping', 'SELECT 1', []);
@@ -90,7 +92,7 @@ export async function openPostgresStore({
   };
 }
 
-type Query = <R extends pg.QueryResultRow>(
+export type Query = <R extends pg.QueryResultRow>(
   name: string,
   text: string,
   values: unknown[],
