@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import { Command, CommanderError, Option } from 'commander';
+import { DEFAULT_RATE_LIMITS, type RateLimit } from '../core/rate-limit.js';
 import { MAX_CONNECTIONS } from '../http/limits.js';
 import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
@@ -8,7 +9,9 @@ import {
   type DatabaseOptions,
   dbOption,
   parsePort,
+  parseTrustProxy,
   positiveInteger,
+  rateLimitOption,
   storeConfig,
 } from './options.js';
 import { tokenCommand } from './token-commands.js';
@@ -21,6 +24,10 @@ interface ServeCommandOptions extends DatabaseOptions {
   poolSize?: number;
   workers: number;
   maxConnections: number;
+  /** false: off. */
+  rateLimit: RateLimit | false;
+  authFailureLimit: RateLimit | false;
+  trustProxy: string | false;
 }
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
@@ -71,6 +78,31 @@ function program(): Command {
         .choices(['power', 'process']),
     )
     .addOption(
+      rateLimitOption(
+        '--rate-limit <limit>',
+        'PLANTSTORE_RATE_LIMIT',
+        'requests per token',
+        DEFAULT_RATE_LIMITS.perToken!,
+      ),
+    )
+    .addOption(
+      rateLimitOption(
+        '--auth-failure-limit <limit>',
+        'PLANTSTORE_AUTH_FAILURE_LIMIT',
+        'failed authentications per client address, then 429',
+        DEFAULT_RATE_LIMITS.authFailures!,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--trust-proxy <proxies>',
+        'take the client address from X-Forwarded-For on connections from these proxies (addresses, CIDR ranges, loopback, linklocal, uniquelocal) or off',
+      )
+        .env('PLANTSTORE_TRUST_PROXY')
+        .default(false, 'off')
+        .argParser(parseTrustProxy),
+    )
+    .addOption(
       new Option('--log-level <level>', 'pino log level')
         .env('LOG_LEVEL')
         .default('info')
@@ -101,6 +133,11 @@ function program(): Command {
         store,
         logLevel: options.logLevel,
         maxConnections: options.maxConnections,
+        rateLimits: {
+          perToken: options.rateLimit || null,
+          authFailures: options.authFailureLimit || null,
+        },
+        trustProxy: options.trustProxy,
       });
     });
 

@@ -32,6 +32,15 @@ export const errorCatalogue = {
   },
   bodyTooLarge: { code: 41301, message: 'The request body is larger than the limit.' },
   unsupportedMediaType: { code: 41501, message: 'The request body has an unsupported media type.' },
+  tokenRateLimited: {
+    code: 42901,
+    message: 'The access token has used up its rate limit; retry after Retry-After seconds.',
+  },
+  authFailureRateLimited: {
+    code: 42902,
+    message:
+      'Too many failed authentications from this client address; retry after Retry-After seconds.',
+  },
   headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
   internal: { code: 50001, message: 'An unexpected error occurred.' },
   storeUnavailable: { code: 50301, message: 'The database is unavailable.' },

@@ -5,7 +5,14 @@ import type { Scope } from '../core/scopes.js';
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 /** Response headers the document describes once, under components/headers. */
-export type HeaderName = 'Location' | 'Link' | 'WWW-Authenticate' | 'Retry-After' | 'ETag';
+export type HeaderName =
+  | 'Location'
+  | 'Link'
+  | 'WWW-Authenticate'
+  | 'Retry-After'
+  | 'ETag'
+  | 'RateLimit'
+  | 'RateLimit-Policy';
 
 export interface ResponseSpec {
   description: string;
@@ -58,6 +65,8 @@ export function errorsOf(op: OperationSpec): ErrorName[] {
   if (op.scope !== null) {
     // Checking the token reads the database, so these can all find it unavailable.
     names.push('missingCredentials', 'invalidToken', 'insufficientScope', 'storeUnavailable');
+    // Rate limits apply where a token is asked for (see http/rate-limit.ts).
+    names.push('tokenRateLimited', 'authFailureRateLimited');
   }
   if (op.conditional) names.push('malformedPrecondition', 'preconditionFailed');
   if (op.body === undefined) names.push('unexpectedBody');

@@ -1,6 +1,7 @@
 import type { FastifyServerOptions } from 'fastify';
 import { openStore, type StoreConfig } from '../store/open.js';
 import { buildApp } from './app.js';
+import type { RateLimitOptions } from '../core/rate-limit.js';
 import { SHUTDOWN_GRACE_MS } from './limits.js';
 
 export interface ServeOptions {
@@ -9,6 +10,8 @@ export interface ServeOptions {
   store: StoreConfig;
   logLevel: string;
   maxConnections: number;
+  rateLimits: RateLimitOptions;
+  trustProxy: string | false;
 }
 
 /**
@@ -18,7 +21,13 @@ export interface ServeOptions {
 export async function serve(options: ServeOptions): Promise<void> {
   const store = await openStore(options.store);
   const logger: FastifyServerOptions['logger'] = { level: options.logLevel };
-  const app = buildApp({ store, logger, maxConnections: options.maxConnections });
+  const app = buildApp({
+    store,
+    logger,
+    maxConnections: options.maxConnections,
+    rateLimits: options.rateLimits,
+    trustProxy: options.trustProxy,
+  });
   let stopping = false;
   const stop = async (signal: NodeJS.Signals) => {
     if (stopping) return;

@@ -22,6 +22,9 @@ export function cleanEnv(): NodeJS.ProcessEnv {
     'PLANTSTORE_DURABILITY',
     'PLANTSTORE_POOL_SIZE',
     'PLANTSTORE_MAX_CONNECTIONS',
+    'PLANTSTORE_RATE_LIMIT',
+    'PLANTSTORE_AUTH_FAILURE_LIMIT',
+    'PLANTSTORE_TRUST_PROXY',
   ]);
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
 }
