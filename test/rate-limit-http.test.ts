@@ -289,3 +289,44 @@ test('both off: nothing is limited and no answer carries a field', async (t) => 
     assertNoRateLimitFields(failed, 'failed');
   }
 });
+
+test('the OpenAPI document: 429 on every operation that takes a token, with the three fields', async (t) => {
+  const { app } = await setup(t);
+  const doc = JSON.parse((await app.inject({ method: 'GET', url: '/openapi.json' })).body) as {
+    paths: Record<string, Record<string, { security: unknown[]; responses: Record<string, Json> }>>;
+    components: { headers: Record<string, Json> };
+  };
+  type Json = { headers?: Record<string, { $ref: string }>; description?: string };
+  const refs = (response: Json | undefined) =>
+    Object.values(response?.headers ?? {}).map((header) => header.$ref.split('/').at(-1));
+  let limited = 0;
+  for (const [path, methods] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(methods)) {
+      const what = `${method} ${path}`;
+      if (op.security.length === 0) {
+        assert.equal(op.responses['429'], undefined, what);
+        continue;
+      }
+      limited += 1;
+      const tooMany = op.responses['429'];
+      assert.match(String(tooMany?.description), /42901.*\n.*42902/, what);
+      assert.deepEqual(
+        refs(tooMany),
+        ['X-Request-Id', 'Retry-After', 'RateLimit', 'RateLimit-Policy'],
+        what,
+      );
+      for (const [status, response] of Object.entries(op.responses)) {
+        assert.ok(refs(response).includes('RateLimit'), `${what} ${status}`);
+        assert.ok(refs(response).includes('RateLimit-Policy'), `${what} ${status}`);
+      }
+    }
+  }
+  assert.equal(limited, 5);
+  for (const name of ['RateLimit', 'RateLimit-Policy', 'Retry-After']) {
+    assert.match(String(doc.components.headers[name]?.description), /\S/, name);
+  }
+  assert.match(
+    String(doc.components.headers['RateLimit-Policy']?.description),
+    /"token";q=100000;w=60.*"failed-auth";q=100;w=60/s,
+  );
+});
