@@ -34,12 +34,11 @@ export const errorCatalogue = {
   unsupportedMediaType: { code: 41501, message: 'The request body has an unsupported media type.' },
   tokenRateLimited: {
     code: 42901,
-    message: 'The access token has used up its rate limit; retry after Retry-After seconds.',
+    message: 'The access token has used up its rate limit; see Retry-After.',
   },
   authFailureRateLimited: {
     code: 42902,
-    message:
-      'Too many failed authentications from this client address; retry after Retry-After seconds.',
+    message: 'Too many failed authentications from this address; see Retry-After.',
   },
   headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
   internal: { code: 50001, message: 'An unexpected error occurred.' },
