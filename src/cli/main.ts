@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import { Command, CommanderError, Option } from 'commander';
 import type { CorsOrigins } from '../http/cors-origins.js';
+import { DEFAULT_RATE_LIMITS, type RateLimit } from '../core/rate-limit.js';
 import { MAX_CONNECTIONS } from '../http/limits.js';
 import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
@@ -13,9 +14,11 @@ import {
   headersTimeoutOption,
   keepAliveTimeoutOption,
   parsePort,
+  parseTrustProxy,
   positiveInteger,
   requestTimeoutOption,
   shutdownGraceOption,
+  rateLimitOption,
   storeConfig,
   type TimeoutOptions,
 } from './options.js';
@@ -31,6 +34,10 @@ interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
   workers: number;
   maxConnections: number;
   corsOrigins?: CorsOrigins;
+  /** false: off. */
+  rateLimit: RateLimit | false;
+  authFailureLimit: RateLimit | false;
+  trustProxy: string | false;
 }
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
@@ -86,6 +93,31 @@ function program(): Command {
         .choices(['power', 'process']),
     )
     .addOption(
+      rateLimitOption(
+        '--rate-limit <limit>',
+        'PLANTSTORE_RATE_LIMIT',
+        'requests per token',
+        DEFAULT_RATE_LIMITS.perToken!,
+      ),
+    )
+    .addOption(
+      rateLimitOption(
+        '--auth-failure-limit <limit>',
+        'PLANTSTORE_AUTH_FAILURE_LIMIT',
+        'failed authentications per client address, then 429',
+        DEFAULT_RATE_LIMITS.authFailures!,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--trust-proxy <proxies>',
+        'take the client address from X-Forwarded-For on connections from these proxies (addresses, CIDR ranges, loopback, linklocal, uniquelocal) or off',
+      )
+        .env('PLANTSTORE_TRUST_PROXY')
+        .default(false, 'off')
+        .argParser(parseTrustProxy),
+    )
+    .addOption(
       new Option('--log-level <level>', 'pino log level')
         .env('LOG_LEVEL')
         .default('info')
@@ -129,6 +161,11 @@ function program(): Command {
         maxConnections: options.maxConnections,
         ...timeouts,
         ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
+        rateLimits: {
+          perToken: options.rateLimit || null,
+          authFailures: options.authFailureLimit || null,
+        },
+        trustProxy: options.trustProxy,
       });
     });
 

@@ -1,4 +1,6 @@
+import { isIP } from 'node:net';
 import { InvalidArgumentError, Option } from 'commander';
+import { formatRateLimit, parseRateLimit, type RateLimit } from '../core/rate-limit.js';
 import { DEFAULT_SCOPES, parseScopes } from '../core/scopes.js';
 import { parseDuration } from '../core/tokens.js';
 import { parseCorsOrigins } from '../http/cors-origins.js';
@@ -174,3 +176,36 @@ export const corsOriginsOption = () =>
   )
     .env('PLANTSTORE_CORS_ORIGINS')
     .argParser(argument(parseCorsOrigins));
+/**
+ * `--rate-limit` and `--auth-failure-limit`: `requests/window`, or `off` as false (commander
+ * would turn a parsed null into an empty string).
+ */
+export const rateLimitOption = (flags: string, env: string, what: string, fallback: RateLimit) =>
+  new Option(flags, `${what}, as requests/window (100/60s, 5000/1h) or off`)
+    .env(env)
+    .default(fallback, formatRateLimit(fallback))
+    .argParser(argument((text): RateLimit | false => parseRateLimit(text) ?? false));
+
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * `--trust-proxy`: `off`, or the proxies whose X-Forwarded-For to believe, comma-separated:
+ * addresses, CIDR ranges (`10.0.0.0/8`, `fd00::/8`), or loopback, linklocal, uniquelocal.
+ */
+export const parseTrustProxy = argument((text): string | false => {
+  if (text === 'off') return false;
+  const items = text.split(',').map((item) => item.trim());
+  for (const item of items) {
+    const [address = '', prefix, ...rest] = item.split('/');
+    const family = isIP(address);
+    const bits = family === 4 ? 32 : 128;
+    const validPrefix =
+      prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
+    if (!PROXY_NAMES.has(item) && (family === 0 || !validPrefix || rest.length > 0)) {
+      throw new Error(
+        `"${item}" is not a proxy address; use addresses, CIDR ranges (10.0.0.0/8), loopback, linklocal or uniquelocal`,
+      );
+    }
+  }
+  return items.join(',');
+});

@@ -52,6 +52,14 @@ export const errorCatalogue = {
     code: 42201,
     message: 'This Idempotency-Key was used with a different request body.',
   },
+  tokenRateLimited: {
+    code: 42901,
+    message: 'The access token has used up its rate limit; see Retry-After.',
+  },
+  authFailureRateLimited: {
+    code: 42902,
+    message: 'Too many failed authentications from this address; see Retry-After.',
+  },
   headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
   internal: { code: 50001, message: 'An unexpected error occurred.' },
   storeUnavailable: { code: 50301, message: 'The database is unavailable.' },

@@ -7,6 +7,7 @@ import type { Store } from '../store/store.js';
 import { authenticate } from './auth.js';
 import { bodyRefusal, registerJsonParsers } from './body.js';
 import { ApiError } from '../core/errors.js';
+import { DEFAULT_RATE_LIMITS, type RateLimitOptions } from '../core/rate-limit.js';
 import { installErrorHandling, sendError, toApiError } from './error-reply.js';
 import { corsPolicy } from './cors.js';
 import type { CorsOrigins } from './cors-origins.js';
@@ -18,6 +19,7 @@ import {
   REQUEST_TIMEOUT_MS,
 } from './limits.js';
 import { clientErrorHandler, refuseConnect } from './raw-errors.js';
+import { rateLimits } from './rate-limit.js';
 import { lazyChildLogger, RequestLog } from './request-log.js';
 import { SECURITY_HEADERS } from './security-headers.js';
 import { plantRoutes } from './routes/plants.js';
@@ -38,6 +40,15 @@ export interface AppOptions {
   corsOrigins?: CorsOrigins;
   /** Overrides MAX_CONNECTIONS. */
   maxConnections?: number;
+  /** Defaults to DEFAULT_RATE_LIMITS. */
+  rateLimits?: RateLimitOptions;
+  /**
+   * Proxies (addresses, CIDR ranges, `loopback`, ...) whose X-Forwarded-For names the
+   * client address; false (the default) takes the address of the connection.
+   */
+  trustProxy?: string | false;
+  /** The clock of the rate limits, in Unix milliseconds (tests). */
+  now?: () => number;
 }
 
 const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -60,6 +71,9 @@ export function buildApp({
   keepAliveTimeoutMs = KEEP_ALIVE_TIMEOUT_MS,
   maxConnections = MAX_CONNECTIONS,
   corsOrigins,
+  rateLimits: limitOptions = DEFAULT_RATE_LIMITS,
+  trustProxy = false,
+  now,
 }: AppOptions): FastifyInstance {
   const requestLog = new RequestLog();
   const cors = corsPolicy(corsOrigins);
@@ -71,6 +85,7 @@ export function buildApp({
     logController: requestLog,
     childLoggerFactory: lazyChildLogger,
     genReqId: requestId,
+    trustProxy,
     exposeHeadRoutes: false,
     bodyLimit: BODY_LIMIT,
     // Slow clients are cut off with a 408 rather than holding a connection (and shutdown).
@@ -114,7 +129,8 @@ export function buildApp({
   );
   // Hooks are written with callbacks, not async: on the hot path every check is
   // synchronous (tokens come from the cache), and a promise per hook is measurable.
-  const credentialsRefusal = authenticate(new TokenService(store.tokens));
+  const limits = rateLimits(app, store, limitOptions, now);
+  const credentialsRefusal = authenticate(new TokenService(store.tokens), limits);
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
     // Before authentication: a preflight carries no credentials, and errors need the
@@ -123,7 +139,7 @@ export function buildApp({
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
       return done(new ApiError('malformedRequest', 'HTTP/1.1 requests need a Host header.'));
     }
-    const refused = credentialsRefusal(request);
+    const refused = credentialsRefusal(request, reply);
     if (refused instanceof Promise) refused.then(done, done);
     else done(refused);
   });

@@ -65,6 +65,24 @@ const headerComponents: Record<HeaderName | 'X-Request-Id' | 'Allow', Json> = {
     required: true,
     schema: { type: 'string' },
   },
+  RateLimit: {
+    description:
+      'What is left of the rate limit this answer reports on (draft-ietf-httpapi-ratelimit-headers-11, ' +
+      'a Structured Field List): `"token";r=<requests left>;t=<seconds until the window ends>` ' +
+      'on every answer once the token is verified, or `"failed-auth";r=<failed ' +
+      'authentications left to this client address>;t=<seconds>` on a `401` and on a `429` ' +
+      'with error 42902. Absent when the operator turned that limit off.',
+    schema: { type: 'string', pattern: '^"(token|failed-auth)";r=[0-9]+;t=[0-9]+$' },
+  },
+  'RateLimit-Policy': {
+    description:
+      'The rate limit this answer reports on, sent with `RateLimit` (same draft): ' +
+      '`"token";q=<requests>;w=<window in seconds>` (by default `"token";q=100000;w=60`) or ' +
+      '`"failed-auth";q=<failed authentications>;w=<seconds>` (by default ' +
+      '`"failed-auth";q=100;w=60`). Windows are fixed and aligned to the clock (a 60 s ' +
+      'window starts at each whole minute).',
+    schema: { type: 'string', pattern: '^"(token|failed-auth)";q=[0-9]+;w=[0-9]+$' },
+  },
   'WWW-Authenticate': {
     description:
       'RFC 6750 challenge: `Bearer realm="plantstore"`, with `error="invalid_token"` for an ' +
@@ -139,6 +157,7 @@ function parameters(op: OperationSpec): Json[] {
 
 function responses(op: OperationSpec): Json {
   const out: Json = {};
+  const limited: HeaderName[] = op.scope === null ? [] : ['RateLimit', 'RateLimit-Policy'];
   for (const [status, spec] of Object.entries(op.responses)) {
     const body =
       spec.schema === undefined
@@ -152,11 +171,11 @@ function responses(op: OperationSpec): Json {
           };
     out[status] = {
       description: spec.description,
-      headers: headerRefs(spec.headers ?? []),
+      headers: headerRefs([...(spec.headers ?? []), ...limited]),
       ...body,
     };
   }
-  return { ...out, ...errorResponses(errorsByStatus(op)) };
+  return { ...out, ...errorResponses(errorsByStatus(op), limited) };
 }
 
 /** Headers an error answer always carries, besides X-Request-Id. */
@@ -166,9 +185,12 @@ const errorHeaders: Partial<Record<ErrorName, string>> = {
   insufficientScope: 'WWW-Authenticate',
   methodNotAllowed: 'Allow',
   storeUnavailable: 'Retry-After',
+  tokenRateLimited: 'Retry-After',
+  authFailureRateLimited: 'Retry-After',
 };
 
-function errorResponses(byStatus: Map<number, ErrorName[]>): Json {
+/** Error answers by status; `limited`: the rate-limit headers these answers may carry. */
+function errorResponses(byStatus: Map<number, ErrorName[]>, limited: HeaderName[] = []): Json {
   const out: Json = {};
   for (const [status, names] of byStatus) {
     const codes = names.map(
@@ -188,7 +210,7 @@ function errorResponses(byStatus: Map<number, ErrorName[]>): Json {
       : {};
     out[String(status)] = {
       description: `Error. \`error\` is one of:\n\n- ${codes.join('\n- ')}`,
-      headers: { ...headerRefs([...headers]), ...keyed },
+      headers: { ...headerRefs([...headers, ...limited]), ...keyed },
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
     };
   }
@@ -228,8 +250,9 @@ decimal (no sign on positives, no leading zeros), in JSON as an integer (never a
 
 Every operation under /plants needs \`Authorization: Bearer <ACCESS_TOKEN>\`; reads need
 the scope \`plants:read\`, writes \`plants:write\`. Checks run in this order: routing (unknown
-path \`404\`, unsupported method \`405\` with \`Allow\`), authentication (\`401\`), scope
-(\`403\`), then input (\`400\`, \`413\`, \`415\`).
+path \`404\`, unsupported method \`405\` with \`Allow\`), the client address's
+failed-authentication limit (\`429\`), authentication (\`401\`), the token's rate limit
+(\`429\`), scope (\`403\`), then input (\`400\`, \`413\`, \`415\`).
 
 Every error, whatever its status, is \`application/json\` \`{"error": <int32>, "message": <string>}\`
 and carries \`X-Request-Id\`. Besides the answers listed per operation, any request can get
@@ -261,6 +284,23 @@ holder's view of the data (only the assets of /docs may be cached). No \`X-Power
 ## CORS
 
 ${corsDescription}
+
+## Rate limits
+
+Two limits apply to the operations that take a token, in fixed windows aligned to the clock
+(by default; the operator may change or turn off either, and \`RateLimit-Policy\` says what
+applies):
+
+- **per token**: 100000 requests per 60 s window, every request with a valid token counting,
+  whatever its answer. Beyond that, \`429\` with error 42901 until the window ends.
+- **per client address, failed authentications**: 100 \`401\` answers per 60 s window. Beyond
+  that, requests from the address are \`429\` with error 42902 until the window ends, before
+  their token is looked up, except those whose token this server has already verified.
+
+Every \`429\` carries \`Retry-After\` (seconds until the window ends). Answers report the
+limit that applied to them in \`RateLimit\` and \`RateLimit-Policy\`
+(draft-ietf-httpapi-ratelimit-headers-11): the token's on answers after the token is verified,
+the address's on \`401\`s and on 42902.
 
 ## Error catalogue
 

@@ -6,7 +6,14 @@ export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 /** Response headers the document describes once, under components/headers. */
 export type HeaderName =
-  'Location' | 'Link' | 'WWW-Authenticate' | 'Retry-After' | 'ETag' | 'Idempotent-Replayed';
+  | 'Location'
+  | 'Link'
+  | 'WWW-Authenticate'
+  | 'Retry-After'
+  | 'ETag'
+  | 'RateLimit'
+  | 'RateLimit-Policy'
+  | 'Idempotent-Replayed';
 
 export interface ResponseSpec {
   description: string;
@@ -61,6 +68,8 @@ export function errorsOf(op: OperationSpec): ErrorName[] {
   if (op.scope !== null) {
     // Checking the token reads the database, so these can all find it unavailable.
     names.push('missingCredentials', 'invalidToken', 'insufficientScope', 'storeUnavailable');
+    // Rate limits apply where a token is asked for (see http/rate-limit.ts).
+    names.push('tokenRateLimited', 'authFailureRateLimited');
   }
   if (op.conditional) names.push('malformedPrecondition', 'preconditionFailed');
   if (op.idempotent) {

@@ -2,10 +2,16 @@ import type { FastifyServerOptions } from 'fastify';
 import { openStore, type StoreConfig } from '../store/open.js';
 import { type AppOptions, buildApp } from './app.js';
 
-/** What `serve` passes on to buildApp: the limits and CORS of the HTTP edge. */
+/** What `serve` passes on to buildApp: the limits, rate limits and CORS of the HTTP edge. */
 export type EdgeOptions = Pick<
   AppOptions,
-  'maxConnections' | 'requestTimeoutMs' | 'headersTimeoutMs' | 'keepAliveTimeoutMs' | 'corsOrigins'
+  | 'maxConnections'
+  | 'requestTimeoutMs'
+  | 'headersTimeoutMs'
+  | 'keepAliveTimeoutMs'
+  | 'corsOrigins'
+  | 'rateLimits'
+  | 'trustProxy'
 >;
 
 export interface ServeOptions extends EdgeOptions {

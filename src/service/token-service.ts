@@ -70,6 +70,16 @@ export class TokenService {
       : usable(cached.record, now);
   }
 
+  /**
+   * Whether this process has verified the token and found it usable, as its cache says
+   * (even past the cache's TTL). No I/O: lets a known client through where a guesser is
+   * refused without a lookup (see the failed-authentication limit).
+   */
+  knownValid(token: string): boolean {
+    const cached = this.cache.get(token);
+    return cached !== undefined && isTokenUsable(cached.record, this.now());
+  }
+
   private async lookup(token: string, now: Date): Promise<TokenRecord | undefined> {
     this.cache.delete(token);
     const record = await this.store.findByHash(hashToken(token));

@@ -88,11 +88,38 @@ export interface TokenStore {
   touch(id: number, at: Date): Promise<void>;
 }
 
+/** A rate-limit count of one subject (token id, client address) in one fixed window. */
+export interface RateLimitCount {
+  /** The policy's name: `token` or `failed-auth`. */
+  policy: string;
+  subject: string;
+  /** Unix seconds. */
+  windowStart: number;
+  windowEnd: number;
+  count: number;
+}
+
+/**
+ * Rate-limit counts shared by every process on the database (see core/rate-limit.ts).
+ * Written a batch at a time by a background loop, never on a request's path.
+ */
+export interface RateLimitStore {
+  /** Adds each count to its shared total, all in one statement; answers the totals after. */
+  add(counts: readonly RateLimitCount[]): Promise<RateLimitCount[]>;
+  /** Deletes the counts of windows that ended before `before` (Unix seconds). */
+  purge(before: number): Promise<void>;
+}
+
 export interface Store {
   readonly plants: PlantStore;
   readonly tokens: TokenStore;
   readonly audit: AuditStore;
   readonly idempotency: IdempotencyStore;
+  /**
+   * Where processes share their rate-limit counts; absent where each process counts on
+   * its own (SQLite: see the README).
+   */
+  readonly rateLimits?: RateLimitStore;
   /** What opening the store did to the schema. */
   readonly migration: MigrationReport;
   /** Resolves when the database answers a trivial query. */

@@ -27,6 +27,9 @@ export function cleanEnv(): NodeJS.ProcessEnv {
     'PLANTSTORE_KEEP_ALIVE_TIMEOUT',
     'PLANTSTORE_SHUTDOWN_GRACE',
     'PLANTSTORE_CORS_ORIGINS',
+    'PLANTSTORE_RATE_LIMIT',
+    'PLANTSTORE_AUTH_FAILURE_LIMIT',
+    'PLANTSTORE_TRUST_PROXY',
   ]);
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
 }

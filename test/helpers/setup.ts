@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Scope } from '../../src/core/scopes.js';
-import { buildApp } from '../../src/http/app.js';
+import { type AppOptions, buildApp } from '../../src/http/app.js';
 import { parseJson } from '../../src/http/json.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -41,10 +41,13 @@ export function makeTempDir(t: TestContext): string {
 }
 
 /** A fresh app on a fresh SQLite database, closed when the test ends. */
-export async function setup(t: TestContext): Promise<TestApp> {
+export async function setup(
+  t: TestContext,
+  options: Omit<AppOptions, 'store'> = {},
+): Promise<TestApp> {
   const file = join(makeTempDir(t), 'test.db');
   const store = openSqliteStore({ file });
-  const app = buildApp({ store });
+  const app = buildApp({ ...options, store });
   t.after(async () => {
     await app.close();
     await store.close();

@@ -39,6 +39,7 @@ import {
   type TokenStore,
 } from '../store.js';
 import { migratePostgres } from './migrate.js';
+import { postgresRateLimits } from './rate-limits.js';
 
 export interface PostgresOptions {
   /** A `postgres://` or `postgresql://` connection URL. */
@@ -103,6 +104,7 @@ export async function openPostgresStore({
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
+    rateLimits: postgresRateLimits(query),
     migration,
     async ping() {
       await query('ping', 'SELECT 1', []);
@@ -115,7 +117,7 @@ export async function openPostgresStore({
   };
 }
 
-type Query = <R extends pg.QueryResultRow>(
+export type Query = <R extends pg.QueryResultRow>(
   name: string,
   text: string,
   values: unknown[],

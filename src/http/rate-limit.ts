@@ -1,0 +1,128 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { addressKey } from '../core/address-key.js';
+import { ApiError } from '../core/errors.js';
+import { type RateLimitOptions, type RateLimitPolicy, WindowCounts } from '../core/rate-limit.js';
+import type { TokenRecord } from '../core/tokens.js';
+import { RateLimitSync } from '../service/rate-limit-sync.js';
+import type { Store } from '../store/store.js';
+import type { AuthLimits } from './auth.js';
+import { limitField, policyField } from './rate-limit-fields.js';
+
+/** Policy names, as the RateLimit and RateLimit-Policy fields give them. */
+export const TOKEN_POLICY = 'token';
+export const FAILED_AUTH_POLICY = 'failed-auth';
+
+/** One policy with its counts and its preformatted fields. */
+class Limited<K extends string | number> {
+  readonly counts: WindowCounts<K>;
+  readonly policyField: string;
+  readonly limitField: (remaining: number, reset: number) => string;
+
+  constructor(readonly policy: RateLimitPolicy) {
+    this.counts = new WindowCounts<K>(policy);
+    this.policyField = policyField(policy);
+    this.limitField = limitField(policy);
+  }
+
+  /** The fields of an answer with `remaining` left, plus Retry-After when refused. */
+  headers(remaining: number, reset: number, refused: boolean): Record<string, string> {
+    return {
+      'ratelimit-policy': this.policyField,
+      ratelimit: this.limitField(remaining, reset),
+      ...(refused && { 'retry-after': String(reset) }),
+    };
+  }
+
+  describe(reset: number): string {
+    const { quota, windowSeconds } = this.policy;
+    return `${quota} per ${windowSeconds} s; retry in ${reset} s.`;
+  }
+}
+
+/** The rate limits of authentication (see auth.ts for where each is asked). */
+class RequestLimits implements AuthLimits {
+  constructor(
+    private readonly tokens: Limited<number> | undefined,
+    private readonly addresses: Limited<string> | undefined,
+    private readonly now: () => number,
+  ) {}
+
+  addressRefusal(request: FastifyRequest): ApiError | undefined {
+    const addresses = this.addresses;
+    if (addresses === undefined) return undefined;
+    const nowMs = this.now();
+    // On the hot path no address is over its limit: no address to read, no key to make.
+    if (!addresses.counts.anyExhausted(nowMs)) return undefined;
+    if (addresses.counts.remaining(addressKey(request.ip), nowMs) > 0) return undefined;
+    const reset = addresses.counts.resetSeconds(nowMs);
+    return new ApiError(
+      'authFailureRateLimited',
+      `Too many failed authentications from this client address: ${addresses.describe(reset)}`,
+      addresses.headers(0, reset, true),
+    );
+  }
+
+  failed(request: FastifyRequest): Record<string, string> {
+    const addresses = this.addresses;
+    if (addresses === undefined) return {};
+    const nowMs = this.now();
+    const remaining = addresses.counts.add(addressKey(request.ip), nowMs);
+    return addresses.headers(remaining, addresses.counts.resetSeconds(nowMs), false);
+  }
+
+  admit(record: TokenRecord, reply: FastifyReply): ApiError | undefined {
+    const tokens = this.tokens;
+    if (tokens === undefined) return undefined;
+    const nowMs = this.now();
+    const remaining = tokens.counts.take(record.id, nowMs);
+    const reset = tokens.counts.resetSeconds(nowMs);
+    if (remaining < 0) {
+      return new ApiError(
+        'tokenRateLimited',
+        `This access token has used up its rate limit of ${tokens.describe(reset)}`,
+        tokens.headers(0, reset, true),
+      );
+    }
+    reply.header('ratelimit-policy', tokens.policyField);
+    reply.header('ratelimit', tokens.limitField(remaining, reset));
+    return undefined;
+  }
+}
+
+/**
+ * The rate limits of an app: undefined when both are off. Counting is in memory and
+ * synchronous; when the store shares counts (PostgreSQL), a background loop adds them to
+ * the shared totals while the app runs (started when it is ready, stopped when it closes).
+ */
+export function rateLimits(
+  app: FastifyInstance,
+  store: Store,
+  options: RateLimitOptions,
+  now: () => number = Date.now,
+): AuthLimits | undefined {
+  const tokens =
+    options.perToken === null
+      ? undefined
+      : new Limited<number>({ name: TOKEN_POLICY, ...options.perToken });
+  const addresses =
+    options.authFailures === null
+      ? undefined
+      : new Limited<string>({ name: FAILED_AUTH_POLICY, ...options.authFailures });
+  if (tokens === undefined && addresses === undefined) return undefined;
+  const counts = [tokens?.counts, addresses?.counts].filter((c) => c !== undefined);
+  const sync = new RateLimitSync(
+    counts as WindowCounts<string | number>[],
+    store.rateLimits,
+    app.log,
+    now,
+  );
+  app.addHook('onReady', (done) => {
+    sync.start();
+    done();
+  });
+  app.addHook('onClose', (_app, done) => {
+    sync.stop();
+    done();
+  });
+  return new RequestLimits(tokens, addresses, now);
+}
