@@ -297,8 +297,8 @@ test('the OpenAPI document: 429 on every operation that takes a token, with the 
     components: { headers: Record<string, Json> };
   };
   type Json = { headers?: Record<string, { $ref: string }>; description?: string };
-  const refs = (response: Json | undefined) =>
-    Object.values(response?.headers ?? {}).map((header) => header.$ref.split('/').at(-1));
+  // The names of the headers an answer declares (a component each, or described in place).
+  const refs = (response: Json | undefined) => Object.keys(response?.headers ?? {});
   let limited = 0;
   for (const [path, methods] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(methods)) {

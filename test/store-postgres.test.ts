@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { loadMigrations } from '../src/store/migrations.js';
-import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import { openPostgresStore, withSessionSettings } from '../src/store/postgres/postgres-store.js';
 import { freshDatabase, POSTGRES_SKIP, POSTGRES_URL } from './helpers/postgres.js';
 import { storeContract } from './store-contract.js';
 
@@ -35,6 +35,27 @@ if (POSTGRES_SKIP) {
         rows.map((row: { version: number }) => row.version),
         versions,
       );
+    });
+
+    it('every connection starts in READ COMMITTED, and without the WAL flush for --durability process', async (t) => {
+      const url = await freshDatabase(t);
+      for (const [durability, flush] of [
+        ['power', 'on'],
+        ['process', 'off'],
+      ] as const) {
+        const client = new pg.Client({ connectionString: withSessionSettings(url, durability) });
+        await client.connect();
+        t.after(() => client.end());
+        const show = async (name: string) =>
+          (await client.query<Record<string, string>>(`SHOW ${name}`)).rows[0]![name];
+        assert.equal(await show('default_transaction_isolation'), 'read committed');
+        assert.equal(await show('synchronous_commit'), flush, durability);
+        // The URL's own options (here the test's schema) are kept.
+        assert.equal(
+          await show('search_path'),
+          new URL(url).searchParams.get('options')?.split('=')[1],
+        );
+      }
     });
 
     it('refuses a database whose encoding is not UTF8', async (t) => {

@@ -72,6 +72,25 @@ describe('sqlite migrations', () => {
     assert.deepEqual(recorded(file), rows);
   });
 
+  it('applies a version a database skipped, though a later one is applied', async (t) => {
+    // A database that ran a development branch's 0003 before 0002 existed.
+    const file = join(makeTempDir(t), 'skipped.db');
+    await openSqliteStore({ file }).close();
+    const db = new Database(file);
+    db.exec('DROP TABLE audit_log; DROP TABLE idempotency_keys');
+    db.prepare('DELETE FROM schema_migrations WHERE version = 2').run();
+    db.close();
+    const store = openSqliteStore({ file });
+    t.after(() => store.close());
+    assert.deepEqual(store.migration.applied, [2]);
+    assert.deepEqual(
+      recorded(file).map((row) => row.version),
+      migrationFiles,
+    );
+    await store.plants.insert({ id: 1n, name: 'audited' });
+    assert.equal((await store.audit.list({ limit: 10 })).length, 1);
+  });
+
   it('refuses a database whose schema is newer than the code knows', async (t) => {
     const file = join(makeTempDir(t), 'newer.db');
     await openSqliteStore({ file }).close();

@@ -65,6 +65,26 @@ const types = {
       : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/**
+ * The URL with the settings every connection starts with added to its `options` (after any
+ * the URL has, so these win), sent in the connection's startup packet: no query of its own,
+ * nothing to fail half-way. In the URL because pg lets a URL's `options` replace the
+ * `options` of its configuration. Every statement here is one autocommit statement written
+ * for READ COMMITTED: a stricter default on the database would turn concurrent creates into
+ * 40001s. With --durability process, a commit is answered before its WAL is flushed:
+ * PostgreSQL's own way of leaving the flush for later (the last commits may be lost, never
+ * corrupted).
+ */
+export function withSessionSettings(url: string, durability: Durability): string {
+  // Spaces separate the settings; a space within one is escaped.
+  const settings = ['-c default_transaction_isolation=read\\ committed'];
+  if (durability === 'process') settings.push('-c synchronous_commit=off');
+  const parsed = new URL(url);
+  const given = parsed.searchParams.get('options');
+  parsed.searchParams.set('options', [given, ...settings].filter(Boolean).join(' '));
+  return parsed.toString();
+}
+
 /** Opens a pool on the database, migrating it first (under a lock, see migrate.ts). */
 export async function openPostgresStore({
   url,
@@ -73,7 +93,7 @@ export async function openPostgresStore({
 }: PostgresOptions): Promise<Store> {
   const migration = await migratePostgres(url, loadMigrations('postgres'));
   const pool = new pg.Pool({
-    connectionString: url,
+    connectionString: withSessionSettings(url, durability),
     max: poolSize,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     statement_timeout: STATEMENT_TIMEOUT_MS,
@@ -87,15 +107,6 @@ export async function openPostgresStore({
   // An idle connection that breaks is dropped by the pool; the next query opens a new
   // one. Without a listener, the error would crash the process.
   pool.on('error', () => undefined);
-  pool.on('connect', (client) => {
-    // Every statement here is one autocommit statement written for READ COMMITTED; a
-    // stricter default on the database would turn concurrent creates into 40001s.
-    const settings = ["SET default_transaction_isolation = 'read committed'"];
-    // --durability process: the commit is answered before the WAL is flushed, PostgreSQL's
-    // own way of leaving the flush for later (the last commits may be lost, never corrupted).
-    if (durability === 'process') settings.push('SET synchronous_commit = off');
-    client.query(settings.join('; ')).catch(() => undefined);
-  });
   const query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
     guard(() => pool.query<R>({ name, text, values }));
   let closed = false;

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { assertNotNewer, type Migration, type MigrationReport } from '../migrations.js';
 
 /**
- * Brings the database to the newest schema. Each migration runs in its own
+ * Brings the database to the newest schema, applying every version it lacks in order. Each migration runs in its own
  * IMMEDIATE transaction, so a server and a CLI starting together cannot both apply it.
  */
 export function migrate(db: Database.Database, migrations: Migration[]): MigrationReport {
@@ -15,10 +15,13 @@ export function migrate(db: Database.Database, migrations: Migration[]): Migrati
   const version = () => (current.get() as number | null) ?? 0;
   assertNotNewer(version(), migrations);
   const record = db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)');
+  const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?');
   const applied: number[] = [];
   for (const migration of migrations) {
     db.transaction(() => {
-      if (version() >= migration.version) return;
+      // Each version by itself, not "everything above the highest": a database that got a
+      // later version first (a development branch) still gets the one it skipped.
+      if (isApplied.get(migration.version) !== undefined) return;
       db.exec(migration.sql);
       record.run(migration.version, migration.name, Date.now());
       applied.push(migration.version);
