@@ -7,12 +7,12 @@ import { errorCatalogue } from '../src/core/errors.js';
 import { buildApp } from '../src/http/app.js';
 import { READINESS_TIMEOUT_MS } from '../src/http/routes/system.js';
 import { TokenService } from '../src/service/token-service.js';
+import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
 import {
   CONNECT_TIMEOUT_MS,
   DEFAULT_POOL_SIZE,
-  openPostgresStore,
   STATEMENT_TIMEOUT_MS,
-} from '../src/store/postgres/postgres-store.js';
+} from '../src/store/postgres/timeouts.js';
 import type { Store } from '../src/store/store.js';
 import { OpenApiValidator } from './helpers/openapi-validator.js';
 import { freshDatabase, POSTGRES_SKIP } from './helpers/postgres.js';

@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import pino from 'pino';
 import { openStore, type StoreConfig } from '../store/open.js';
-import { STATEMENT_TIMEOUT_MS } from '../store/postgres/postgres-store.js';
+import { STATEMENT_TIMEOUT_MS } from '../store/postgres/timeouts.js';
 
 /**
  * How long the primary waits for workers to stop before killing them: longer than a

@@ -39,6 +39,7 @@ import {
   type TokenStore,
 } from '../store.js';
 import { migratePostgres } from './migrate.js';
+import { CONNECT_TIMEOUT_MS, DEFAULT_POOL_SIZE, STATEMENT_TIMEOUT_MS } from './timeouts.js';
 import { postgresRateLimits } from './rate-limits.js';
 
 export interface PostgresOptions {
@@ -48,12 +49,6 @@ export interface PostgresOptions {
   /** Connections this process keeps at most. */
   poolSize?: number;
 }
-
-export const DEFAULT_POOL_SIZE = 10;
-/** How long a request waits for a free connection (or a new one) before a 503. */
-export const CONNECT_TIMEOUT_MS = 2_000;
-/** How long one statement may run, on the server and on the wire, before a 503. */
-export const STATEMENT_TIMEOUT_MS = 5_000;
 
 const INT8_OID = 20;
 
