@@ -75,3 +75,12 @@ test('the environment sets the keep-alive timeout and the CORS origins', async (
   assert.equal(res.headers.get('keep-alive'), 'timeout=7');
   assert.equal(res.headers.get('access-control-allow-origin'), 'https://app.example');
 });
+
+test('timeouts longer than Node’s own defaults start: a 1 h request timeout, a 10 min header timeout', async (t) => {
+  const url = await listening(t, {
+    PLANTSTORE_REQUEST_TIMEOUT: '1h',
+    PLANTSTORE_HEADERS_TIMEOUT: '10m',
+  });
+  const res = await fetch(`${url}/healthz`);
+  assert.equal(res.status, 200, await res.text());
+});

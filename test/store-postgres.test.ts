@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { loadMigrations } from '../src/store/migrations.js';
-import { openPostgresStore, withSessionSettings } from '../src/store/postgres/postgres-store.js';
+import { connectionConfig, openPostgresStore } from '../src/store/postgres/postgres-store.js';
 import { freshDatabase, POSTGRES_SKIP, POSTGRES_URL } from './helpers/postgres.js';
 import { storeContract } from './store-contract.js';
 
@@ -43,7 +43,7 @@ if (POSTGRES_SKIP) {
         ['power', 'on'],
         ['process', 'off'],
       ] as const) {
-        const client = new pg.Client({ connectionString: withSessionSettings(url, durability) });
+        const client = new pg.Client(connectionConfig(url, durability));
         await client.connect();
         t.after(() => client.end());
         const show = async (name: string) =>
@@ -56,6 +56,14 @@ if (POSTGRES_SKIP) {
           new URL(url).searchParams.get('options')?.split('=')[1],
         );
       }
+    });
+
+    it('reads connection URLs as pg does, a socket directory in the query included', () => {
+      const config = connectionConfig('postgres://app@/plants?host=/run/postgresql', 'power');
+      assert.equal(config.host, '/run/postgresql');
+      assert.equal(config.database, 'plants');
+      assert.equal(config.user, 'app');
+      assert.equal(config.options, '-c default_transaction_isolation=read\\ committed');
     });
 
     it('applies a version a database skipped, though a later one is applied', async (t) => {

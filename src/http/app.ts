@@ -95,6 +95,9 @@ export function buildApp({
       // Node would answer a missing Host with an empty 400 of its own; we answer it below.
       requireHostHeader: false,
       headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
+      // Given here too: Node checks headersTimeout against its own 300 s default before
+      // Fastify sets the request timeout, and refuses a longer header timeout.
+      requestTimeout: requestTimeoutMs,
       // Node checks the timeouts this often (30 s by default), so they hold to about 1 s.
       connectionsCheckingInterval: 1_000,
     },

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { parseIntoClientConfig } from 'pg-connection-string';
 import type { AuditQuery, WriteOrigin } from '../../core/audit.js';
 import type { ErrorBody } from '../../core/errors.js';
 import {
@@ -61,23 +62,21 @@ const types = {
 };
 
 /**
- * The URL with the settings every connection starts with added to its `options` (after any
- * the URL has, so these win), sent in the connection's startup packet: no query of its own,
- * nothing to fail half-way. In the URL because pg lets a URL's `options` replace the
- * `options` of its configuration. Every statement here is one autocommit statement written
- * for READ COMMITTED: a stricter default on the database would turn concurrent creates into
- * 40001s. With --durability process, a commit is answered before its WAL is flushed:
- * PostgreSQL's own way of leaving the flush for later (the last commits may be lost, never
- * corrupted).
+ * The connection configuration of a URL, with the settings every connection starts with
+ * added to its `options` (after any the URL gives, so these win). They travel in the
+ * connection's startup packet: no query of their own, nothing to fail half-way. Every
+ * statement here is one autocommit statement written for READ COMMITTED: a stricter default
+ * on the database would turn concurrent creates into 40001s. With --durability process, a
+ * commit is answered before its WAL is flushed: PostgreSQL's own way of leaving the flush
+ * for later (the last commits may be lost, never corrupted).
  */
-export function withSessionSettings(url: string, durability: Durability): string {
+export function connectionConfig(url: string, durability: Durability): pg.ClientConfig {
+  // Parsed as pg parses it: a URL such as postgres://app@/db?host=/run/postgresql is valid.
+  const config = parseIntoClientConfig(url);
   // Spaces separate the settings; a space within one is escaped.
   const settings = ['-c default_transaction_isolation=read\\ committed'];
   if (durability === 'process') settings.push('-c synchronous_commit=off');
-  const parsed = new URL(url);
-  const given = parsed.searchParams.get('options');
-  parsed.searchParams.set('options', [given, ...settings].filter(Boolean).join(' '));
-  return parsed.toString();
+  return { ...config, options: [config.options, ...settings].filter(Boolean).join(' ') };
 }
 
 /** Opens a pool on the database, migrating it first (under a lock, see migrate.ts). */
@@ -88,7 +87,7 @@ export async function openPostgresStore({
 }: PostgresOptions): Promise<Store> {
   const migration = await migratePostgres(url, loadMigrations('postgres'));
   const pool = new pg.Pool({
-    connectionString: withSessionSettings(url, durability),
+    ...connectionConfig(url, durability),
     max: poolSize,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     statement_timeout: STATEMENT_TIMEOUT_MS,
