@@ -3,7 +3,8 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { fingerprintOf, parseIdempotencyKey } from '../src/core/idempotency.js';
 import { PlantService } from '../src/service/plant-service.js';
-import { StoreUnavailableError } from '../src/store/store.js';
+import { ApiError } from '../src/core/errors.js';
+import { KeyNotHeldError, StoreUnavailableError } from '../src/store/store.js';
 import { setup } from './helpers/setup.js';
 
 const errorCode = (res: { body: string }) => (JSON.parse(res.body) as { error: number }).error;
@@ -206,5 +207,29 @@ describe('PlantService.create with a key, when the database fails', () => {
     assert.equal(created.replayed, false);
     const replayed = await working.create({ name: 'Fern' }, by, 'k');
     assert.deepEqual(replayed, { plant: created.plant, replayed: true });
+  });
+});
+
+describe('PlantService.create, when its key was taken over meanwhile', () => {
+  it('answers 409 40903 and leaves the key to the request that holds it', async (t) => {
+    const { store } = await setup(t);
+    const lost = {
+      ...store.plants,
+      insert: async () => {
+        throw new KeyNotHeldError();
+      },
+    };
+    const service = new PlantService(lost, store.idempotency);
+    await assert.rejects(
+      service.create({ name: 'Fern' }, { tokenId: 1 }, 'k'),
+      (error: unknown) => error instanceof ApiError && error.kind.code === 40903,
+    );
+    const again = await store.idempotency.claim({
+      tokenId: 1,
+      key: 'k',
+      fingerprint: fingerprintOf({ name: 'Fern' }),
+      at: new Date(),
+    });
+    assert.deepEqual(again, { state: 'in-flight' });
   });
 });

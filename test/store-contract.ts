@@ -10,6 +10,7 @@ import type { Plant } from '../src/core/plant.js';
 import type { TokenRecord } from '../src/core/tokens.js';
 import {
   IdsExhaustedError,
+  KeyNotHeldError,
   type NewToken,
   PlantChangedError,
   PlantExistsError,
@@ -600,6 +601,28 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         await store.plants.delete(plant.id);
         const again = await store.idempotency.claim(claim({ at: later(2000) }));
         assert.deepEqual(again, { state: 'answered', answer: { status: 201, plant } });
+      });
+
+      it('an insert whose key is not claimed (freed, or answered) creates nothing', async (t) => {
+        const store = await open(t);
+        const key = { tokenId: 1, key: 'k1' };
+        await assert.rejects(
+          store.plants.insert({ name: 'a' }, { idempotencyKey: key }),
+          KeyNotHeldError,
+        );
+        await store.idempotency.claim(claim());
+        const first = await store.plants.insert({ name: 'b' }, { idempotencyKey: key });
+        // Settled by the first insert: a second insert with it must not create or re-settle.
+        await assert.rejects(
+          store.plants.insert({ id: 5n, name: 'c' }, { idempotencyKey: key }),
+          KeyNotHeldError,
+        );
+        assert.deepEqual(await store.plants.list({ limit: 10 }), [first]);
+        assert.deepEqual(await store.idempotency.claim(claim({ at: later(1) })), {
+          state: 'answered',
+          answer: { status: 201, plant: first },
+        });
+        assert.equal((await store.audit.list({ limit: 10 })).length, 1);
       });
 
       it('an insert that fails leaves its key unsettled', async (t) => {

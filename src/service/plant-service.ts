@@ -6,6 +6,7 @@ import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js'
 import {
   IdsExhaustedError,
   type IdempotencyStore,
+  KeyNotHeldError,
   PlantChangedError,
   PlantExistsError,
   type PlantStore,
@@ -71,6 +72,10 @@ export class PlantService {
       // On success the store settles the key in the create's own transaction.
       return await this.insert(input, by, key);
     } catch (error) {
+      // Another request holds the key now (this one outlived its lease): leave it be.
+      if (error instanceof KeyNotHeldError) {
+        throw new ApiError('idempotencyKeyInFlight', undefined, { 'retry-after': '1' });
+      }
       if (error instanceof ApiError) {
         // A refusal is the request's answer, and a retry gets it again. Should keeping it
         // fail, the key is freed instead: the refusal still stands.

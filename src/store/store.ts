@@ -40,7 +40,10 @@ export interface ConditionalWriteOptions extends WriteOptions {
  * Every write that changes a plant adds its audit entry in the same transaction.
  */
 export interface PlantStore {
-  /** Throws PlantExistsError if the id is taken, IdsExhaustedError if none is left. */
+  /**
+   * Throws PlantExistsError if the id is taken, IdsExhaustedError if none is left, and
+   * KeyNotHeldError, creating nothing, if `idempotencyKey` is no longer claimed.
+   */
   insert(plant: NewPlant, options?: InsertOptions): Promise<Plant>;
   get(id: bigint): Promise<Plant | undefined>;
   list(query: PlantQuery): Promise<Plant[]>;
@@ -145,6 +148,17 @@ export class PlantChangedError extends Error {
 /** Whether two plants are the same representation. */
 export const samePlant = (a: Plant, b: Plant): boolean =>
   a.id === b.id && a.name === b.name && a.tag === b.tag;
+
+/**
+ * A create was to settle an Idempotency-Key its request no longer holds (freed, or taken
+ * over after its lease ran out): nothing was created.
+ */
+export class KeyNotHeldError extends Error {
+  constructor() {
+    super('the Idempotency-Key is no longer held by this request');
+    this.name = 'KeyNotHeldError';
+  }
+}
 
 export class IdsExhaustedError extends Error {
   constructor() {

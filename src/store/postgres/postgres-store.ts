@@ -9,7 +9,7 @@ import {
   type IdempotencyClaim,
 } from '../../core/idempotency.js';
 import { INT64_MIN } from '../../core/int64.js';
-import type { NewPlant, PlantChange, PlantQuery } from '../../core/plant.js';
+import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
 import type { TokenRecord } from '../../core/tokens.js';
 import { loadMigrations } from '../migrations.js';
 import {
@@ -30,6 +30,7 @@ import {
   type IdempotencyStore,
   IdsExhaustedError,
   type InsertOptions,
+  KeyNotHeldError,
   type NewToken,
   PlantChangedError,
   PlantExistsError,
@@ -164,15 +165,29 @@ const COLUMNS = 'id, name, tag';
 const AUDIT_INSERT = `INSERT INTO audit_log (at, action, plant_id, token_id, request_id,
   before_name, before_tag, after_name, after_tag)`;
 
-// The create's audit entry and the settling of its Idempotency-Key ($6, $7: null for none).
+// A create with an Idempotency-Key ($6, $7: null for none) runs only while its request still
+// holds the key: `held` locks the key's row, so a release or takeover waits for this
+// statement, and `allowed` says whether to create at all.
+const KEY_HELD = `held AS (
+    SELECT 1 FROM idempotency_keys
+    WHERE token_id = $6::bigint AND key = $7::text AND status IS NULL FOR UPDATE),
+  allowed AS (SELECT $7::text IS NULL OR EXISTS (SELECT 1 FROM held) AS ok)`;
+
+// The create's audit entry and the settling of its key, then the created plant (none if
+// nothing was created) and whether the key was held.
 const AFTER_CREATE = `audited AS (
     ${AUDIT_INSERT}
     SELECT $3::timestamptz, 'create', id, $4::bigint, $5::text, NULL, NULL, name, tag FROM created),
   settled AS (
     UPDATE idempotency_keys k SET status = 201, plant_id = c.id, plant_name = c.name,
       plant_tag = c.tag
-    FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text)
-  SELECT ${COLUMNS} FROM created`;
+    FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL)
+  SELECT c.id, c.name, c.tag, a.ok AS allowed FROM allowed a LEFT JOIN created c ON true`;
+
+/** What a create answers: the plant if one was created. */
+interface CreateRow extends Partial<PlantRow> {
+  allowed: boolean;
+}
 
 /** The parameters AFTER_CREATE and the other audited writes take, from the write's options. */
 const origin = (by: WriteOrigin | undefined) => [
@@ -191,6 +206,13 @@ const unchanged = (n: number) => `AND old.name = $${n} AND old.tag IS NOT DISTIN
 /** Found the plant locked (`old_id`) but wrote nothing: the expected plant had changed. */
 interface WriteRow extends Partial<PlantRow> {
   old_id: bigint;
+}
+
+/** The plant a create made, or why it made none. */
+function created(row: CreateRow, refusal: () => Error): Plant {
+  if (!row.allowed) throw new KeyNotHeldError();
+  if (row.id === null || row.id === undefined) throw refusal();
+  return toPlant(row as PlantRow);
 }
 
 function postgresPlants(query: Query): PlantStore {
@@ -220,25 +242,28 @@ function postgresPlants(query: Query): PlantStore {
     async insert({ id, name, tag }: NewPlant, { by, idempotencyKey }: InsertOptions = {}) {
       const after = [...origin(by), idempotencyKey?.tokenId ?? null, idempotencyKey?.key ?? null];
       if (id === undefined) {
-        const { rows } = await query<PlantRow>(
+        const { rows } = await query<CreateRow>(
           'plants.insertNew',
-          `WITH next AS (
-             UPDATE plant_ids SET high = high + 1 WHERE high < 9223372036854775807 RETURNING high),
+          `WITH ${KEY_HELD},
+           next AS (
+             UPDATE plant_ids SET high = high + 1
+             WHERE high < 9223372036854775807 AND (SELECT ok FROM allowed) RETURNING high),
            created AS (
              INSERT INTO plants (id, name, tag) SELECT high, $1, $2 FROM next
              RETURNING ${COLUMNS}),
            ${AFTER_CREATE}`,
           [name, tag ?? null, ...after],
         );
-        if (rows[0] === undefined) throw new IdsExhaustedError();
-        return toPlant(rows[0]);
+        return created(rows[0]!, () => new IdsExhaustedError());
       }
       // The INSERT reads from `bump`, so the plant_ids row is locked before the plants
       // row: the same order as above (see the migration).
-      const { rows } = await query<PlantRow>(
+      const { rows } = await query<CreateRow>(
         'plants.insertWithId',
-        `WITH bump AS (
-           UPDATE plant_ids SET high = greatest(high, $8::bigint) RETURNING high),
+        `WITH ${KEY_HELD},
+         bump AS (
+           UPDATE plant_ids SET high = greatest(high, $8::bigint)
+           WHERE (SELECT ok FROM allowed) RETURNING high),
          created AS (
            INSERT INTO plants (id, name, tag) SELECT $8::bigint, $1, $2 FROM bump
            ON CONFLICT (id) DO NOTHING
@@ -246,8 +271,7 @@ function postgresPlants(query: Query): PlantStore {
          ${AFTER_CREATE}`,
         [name, tag ?? null, ...after, id.toString()],
       );
-      if (rows[0] === undefined) throw new PlantExistsError(id);
-      return toPlant(rows[0]);
+      return created(rows[0]!, () => new PlantExistsError(id));
     },
     async get(id: bigint) {
       const { rows } = await query<PlantRow>(

@@ -19,6 +19,7 @@ import {
   type Durability,
   type IdempotencyStore,
   type InsertOptions,
+  KeyNotHeldError,
   IdsExhaustedError,
   type NewToken,
   PlantChangedError,
@@ -147,7 +148,10 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
   );
   const settleCreated = db.prepare(
     `UPDATE idempotency_keys SET status = 201, plant_id = ?, plant_name = ?, plant_tag = ?
-     WHERE token_id = ? AND key = ?`,
+     WHERE token_id = ? AND key = ? AND status IS NULL`,
+  );
+  const keyHeld = db.prepare(
+    'SELECT 1 FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
   );
   const page = (where: string) =>
     db.prepare(`SELECT ${columns} FROM plants ${where} ORDER BY id LIMIT @limit`);
@@ -190,6 +194,12 @@ function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
   return {
     insert: ({ id, name, tag }: NewPlant, { by, idempotencyKey }: InsertOptions = {}) =>
       write(() => {
+        if (
+          idempotencyKey &&
+          keyHeld.get(idempotencyKey.tokenId, idempotencyKey.key) === undefined
+        ) {
+          throw new KeyNotHeldError();
+        }
         let plant: Plant;
         if (id === undefined) {
           // Checked first: SQLite answers exhaustion with SQLITE_FULL, which may roll back
