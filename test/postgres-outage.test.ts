@@ -15,8 +15,8 @@ import {
 } from '../src/store/postgres/timeouts.js';
 import type { Store } from '../src/store/store.js';
 import { OpenApiValidator } from './helpers/openapi-validator.js';
-import { freshDatabase, POSTGRES_SKIP } from './helpers/postgres.js';
-import { startProxy, type TcpProxy } from './helpers/tcp-proxy.js';
+import { collectCrashes, databaseBehindProxy, POSTGRES_SKIP } from './helpers/postgres.js';
+import type { TcpProxy } from './helpers/tcp-proxy.js';
 
 /**
  * The longest a request that makes one database call may take while the database is
@@ -58,25 +58,14 @@ interface Timed {
 
 /** The service on a fresh schema, reaching PostgreSQL only through a TCP proxy. */
 async function harness(t: TestContext): Promise<Harness> {
-  const crashes: unknown[] = [];
-  const onCrash = (error: unknown) => crashes.push(error);
-  process.on('uncaughtException', onCrash);
-  process.on('unhandledRejection', onCrash);
-  t.after(() => {
-    process.off('uncaughtException', onCrash);
-    process.off('unhandledRejection', onCrash);
-  });
+  const crashes = collectCrashes(t);
+  const { url, direct, proxy } = await databaseBehindProxy(t);
+  assert.equal(
+    new URL(url).searchParams.get('options'),
+    new URL(direct).searchParams.get('options'),
+  );
 
-  const direct = new URL(await freshDatabase(t));
-  const proxy = await startProxy(direct.hostname, Number(direct.port || 5432));
-  // Same user, database and `options` (the search_path of the fresh schema): only the
-  // address changes.
-  const viaProxy = new URL(direct);
-  viaProxy.hostname = '127.0.0.1';
-  viaProxy.port = String(proxy.port);
-  assert.equal(viaProxy.searchParams.get('options'), direct.searchParams.get('options'));
-
-  const store = await openPostgresStore({ url: viaProxy.toString() });
+  const store = await openPostgresStore({ url });
   const app = buildApp({ store });
   t.after(async () => {
     await app.close();

@@ -8,9 +8,13 @@ import { SYNC_INTERVAL_MS } from '../src/service/rate-limit-sync.js';
 import { TokenService } from '../src/service/token-service.js';
 import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
 import type { RateLimitCount, RateLimitStore } from '../src/store/store.js';
-import { freshDatabase, POSTGRES_SKIP } from './helpers/postgres.js';
+import {
+  collectCrashes,
+  databaseBehindProxy,
+  freshDatabase,
+  POSTGRES_SKIP,
+} from './helpers/postgres.js';
 import { cli, startServer } from './helpers/server-process.js';
-import { startProxy } from './helpers/tcp-proxy.js';
 
 // Rate limits shared through PostgreSQL: the store's statements, two real server processes
 // on one database holding one limit between them, and the limiter through an outage.
@@ -214,20 +218,9 @@ if (POSTGRES_SKIP) {
 
   describe('the database going away', () => {
     it('limits go on per process, nothing fails because of them, counts are shared once it is back', async (t) => {
-      const crashes: unknown[] = [];
-      const onCrash = (error: unknown) => crashes.push(error);
-      process.on('uncaughtException', onCrash);
-      process.on('unhandledRejection', onCrash);
-      t.after(() => {
-        process.off('uncaughtException', onCrash);
-        process.off('unhandledRejection', onCrash);
-      });
-      const direct = new URL(await freshDatabase(t));
-      const proxy = await startProxy(direct.hostname, Number(direct.port || 5432));
-      const viaProxy = new URL(direct);
-      viaProxy.hostname = '127.0.0.1';
-      viaProxy.port = String(proxy.port);
-      const store = await openPostgresStore({ url: viaProxy.toString() });
+      const crashes = collectCrashes(t);
+      const { url, direct, proxy } = await databaseBehindProxy(t);
+      const store = await openPostgresStore({ url });
       await awayFromMidnight(60_000);
       const app = buildApp({
         store,
@@ -264,10 +257,10 @@ if (POSTGRES_SKIP) {
       await sleep(SHARED_WITHIN_MS);
       await proxy.restore();
       const deadline = Date.now() + 10_000;
-      let shared = await rows(direct.toString());
+      let shared = await rows(direct);
       while (shared[0]?.count !== '5' && Date.now() < deadline) {
         await sleep(100);
-        shared = await rows(direct.toString());
+        shared = await rows(direct);
       }
       assert.deepEqual(
         shared.map((row) => row.count),

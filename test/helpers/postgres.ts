@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
+import { startProxy, type TcpProxy } from './tcp-proxy.js';
 import pg from 'pg';
 
 /**
@@ -45,4 +46,37 @@ export async function freshDatabase(t: TestContext, url = POSTGRES_URL!): Promis
     }
   });
   return withSchema(url, schema);
+}
+
+/**
+ * Collects what would crash the process (uncaught exceptions, unhandled rejections) while
+ * the test runs, so the test can assert there were none.
+ */
+export function collectCrashes(t: TestContext): unknown[] {
+  const crashes: unknown[] = [];
+  const onCrash = (error: unknown) => crashes.push(error);
+  process.on('uncaughtException', onCrash);
+  process.on('unhandledRejection', onCrash);
+  t.after(() => {
+    process.off('uncaughtException', onCrash);
+    process.off('unhandledRejection', onCrash);
+  });
+  return crashes;
+}
+
+/**
+ * A fresh database reached through a TCP proxy the test can cut: `url` goes through the
+ * proxy, `direct` does not. Same user, database and `options` (the schema): only the
+ * address differs. The proxy is the test's to close (before the store, so the pool's
+ * sockets end at once).
+ */
+export async function databaseBehindProxy(
+  t: TestContext,
+): Promise<{ url: string; direct: string; proxy: TcpProxy }> {
+  const direct = new URL(await freshDatabase(t));
+  const proxy = await startProxy(direct.hostname, Number(direct.port || 5432));
+  const viaProxy = new URL(direct);
+  viaProxy.hostname = '127.0.0.1';
+  viaProxy.port = String(proxy.port);
+  return { url: viaProxy.toString(), direct: direct.toString(), proxy };
 }
