@@ -140,6 +140,20 @@ describe('WindowCounts', () => {
     assert.equal(counts.remaining(3, T0), 2);
   });
 
+  it('beyond its capacity, keeps a key that has used up its quota: new keys do not clear it', () => {
+    const counts = new WindowCounts<number>(POLICY, 4);
+    for (let i = 0; i < 3; i++) counts.take(1, T0);
+    assert.equal(counts.take(1, T0), -1);
+    // A client flooding the map with new keys (addresses) to push its own count out.
+    for (let key = 100; key < 200; key++) counts.take(key, T0);
+    assert.equal(counts.take(1, T0), -1);
+    assert.equal(counts.remaining(1, T0), 0);
+    assert.ok(counts.size <= 5, `${counts.size}`);
+    // In the next window it is a key like any other.
+    for (let key = 200; key < 300; key++) counts.take(key, T0 + 60_000);
+    assert.equal(counts.remaining(1, T0 + 60_000), 3);
+  });
+
   it('prune forgets keys of ended windows', () => {
     const counts = new WindowCounts<number>(POLICY);
     counts.take(1, T0);

@@ -102,8 +102,14 @@ export interface SharedTotal {
   readonly count: number;
 }
 
-/** Keys one policy tracks at most in a process; beyond, the oldest key is forgotten. */
+/**
+ * Keys one policy tracks at most in a process; beyond, the oldest key that has not used up
+ * its quota is forgotten.
+ */
 export const MAX_KEYS = 100_000;
+
+/** Oldest keys looked at for one that may be forgotten (see evictOne). */
+const EVICTION_SCAN = 16;
 
 /**
  * Counts requests per key (a token id, a client address) in fixed windows, and decides.
@@ -226,11 +232,29 @@ export class WindowCounts<K extends string | number> {
     }
   }
 
+  /**
+   * Makes room by forgetting the oldest key, unless it has used up its quota in this window:
+   * that is the key the limit is for, and forgetting it would let a client that floods the
+   * map with new keys (addresses) clear its own count. Such a key moves to the back; after
+   * a few of them the map grows by one instead (only exhausted keys, each a quota's worth of
+   * requests, can make it grow).
+   */
+  private evictOne(start: number): void {
+    for (let scanned = 0; scanned < EVICTION_SCAN; scanned++) {
+      const [oldest, entry] = this.entries.entries().next().value!;
+      this.entries.delete(oldest);
+      const exhausted =
+        entry.start === start && entry.shared + entry.flushing + entry.local >= this.policy.quota;
+      if (!exhausted) return;
+      this.entries.set(oldest, entry);
+    }
+  }
+
   private current(key: K, nowMs: number): Entry {
     const start = windowStart(nowMs, this.policy.windowSeconds);
     const entry = this.entries.get(key);
     if (entry === undefined) {
-      if (this.entries.size >= this.maxKeys) this.entries.delete(this.entries.keys().next().value!);
+      if (this.entries.size >= this.maxKeys) this.evictOne(start);
       const created = { start, local: 0, flushing: 0, shared: 0 };
       this.entries.set(key, created);
       return created;
