@@ -3,8 +3,9 @@ import type { ClaimOutcome } from '../core/idempotency.js';
 import type { Plant } from '../core/plant.js';
 import { isScope, type Scope } from '../core/scopes.js';
 
-// Row mapping both adapters share: a plant row reads the same from SQLite (safe integers)
-// and PostgreSQL (int8 parsed to bigint), and scopes are stored alike.
+// What both adapters share: row mapping (a row reads the same from SQLite with safe integers
+// and from PostgreSQL with int8 parsed to bigint; scopes are stored alike), and the SQL
+// fragments that are the same in both dialects.
 
 export interface PlantRow {
   id: bigint;

@@ -121,11 +121,19 @@ function guard<T>(work: () => T): T {
   }
 }
 
-function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
-  const write = <T>(work: () => T): Promise<T> =>
+/**
+ * Runs synchronous database work in the next group-commit batch (see group-commit.ts), with
+ * "cannot use the database" turned into StoreUnavailableError as `guard` does.
+ */
+function batchedWrites(batches: GroupCommit) {
+  return <T>(work: () => T): Promise<T> =>
     batches.run(work).catch((error: unknown) => {
       throw translate(error);
     });
+}
+
+function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
+  const write = batchedWrites(batches);
   const columns = 'id, name, tag';
   const insertWithId = db.prepare(
     `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${columns}`,
@@ -291,10 +299,7 @@ function sqliteAudit(db: Database.Database): AuditStore {
 }
 
 function sqliteIdempotency(db: Database.Database, batches: GroupCommit): IdempotencyStore {
-  const write = <T>(work: () => T): Promise<T> =>
-    batches.run(work).catch((error: unknown) => {
-      throw translate(error);
-    });
+  const write = batchedWrites(batches);
   // A new key is inserted, an expired or abandoned one taken over (TAKE_KEY).
   const take = db.prepare(
     `INSERT INTO idempotency_keys AS k
@@ -343,6 +348,7 @@ function sqliteIdempotency(db: Database.Database, batches: GroupCommit): Idempot
 const PURGE_BATCH = 100;
 
 function sqliteTokens(db: Database.Database, batches: GroupCommit): TokenStore {
+  const write = batchedWrites(batches);
   const columns = 'id, name, hash, scopes, created_at, expires_at, last_used_at, revoked_at';
   const insert = db.prepare(
     `INSERT INTO tokens (name, hash, scopes, created_at, expires_at)
@@ -379,11 +385,7 @@ function sqliteTokens(db: Database.Database, batches: GroupCommit): TokenStore {
     // Through the group commit: it shares a batch's transaction and fsync instead of
     // paying for its own.
     async touch(id: number, at: Date) {
-      await batches
-        .run(() => touch.run(at.getTime(), id))
-        .catch((error: unknown) => {
-          throw translate(error);
-        });
+      await write(() => touch.run(at.getTime(), id));
     },
   };
 }
