@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { fingerprintOf, parseIdempotencyKey } from '../src/core/idempotency.js';
@@ -169,6 +171,57 @@ describe('POST /plants with Idempotency-Key', () => {
     });
     assert.equal(errorCode(twice), 40008);
     const list = await call({ method: 'GET', url: '/plants' });
+    assert.equal(list.body, '[]');
+  });
+
+  it('a header on two lines is 400 40008 however it is split, and nothing is created', async (t) => {
+    const { call } = await setup(t);
+    // Joined by Node with ", ", the first two read as the valid keys `z1, z2` and `, `.
+    for (const lines of [
+      ['"z1', 'z2"'],
+      ['"', '"'],
+      ['"k"', '"k"'],
+      ['k', ''],
+    ]) {
+      const res = await call({
+        method: 'POST',
+        url: '/plants',
+        json: '{"name":"Fern"}',
+        headers: { 'idempotency-key': lines },
+      });
+      assert.equal(res.statusCode, 400, JSON.stringify(lines));
+      assert.equal(errorCode(res), 40008, JSON.stringify(lines));
+    }
+    assert.equal((await call({ method: 'GET', url: '/plants' })).body, '[]');
+  });
+
+  it('a header repeated under names of different case is 400 40008 over TCP too', async (t) => {
+    const { app, token } = await setup(t);
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as AddressInfo;
+    const body = '{"name":"Fern"}';
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port });
+      const chunks: Buffer[] = [];
+      socket.setTimeout(5_000, () => socket.destroy(new Error('no answer within 5 s')));
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('error', reject);
+      socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      // write, not end: the server may drop a half-closed connection before answering.
+      socket.write(
+        'POST /plants HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n' +
+          `Authorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
+          'Idempotency-Key: "z1\r\nIDEMPOTENCY-KEY: z2"\r\n' +
+          `Content-Length: ${body.length}\r\n\r\n${body}`,
+      );
+    });
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    assert.match(answer, /\{"error":40008,/);
+    const list = await app.inject({
+      method: 'GET',
+      url: '/plants',
+      headers: { authorization: `Bearer ${token}` },
+    });
     assert.equal(list.body, '[]');
   });
 

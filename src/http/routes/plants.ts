@@ -21,7 +21,7 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
   });
 
   route(app, createPlant, async (request, reply) => {
-    const key = idempotencyKeyOf(request.headers['idempotency-key']);
+    const key = idempotencyKeyOf(request);
     const { plant, replayed } = await plants.create(request.body, writer(request), key);
     if (replayed) reply.header(REPLAYED_HEADER, 'true');
     return reply
