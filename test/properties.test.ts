@@ -326,3 +326,78 @@ test('no request body to POST or PATCH gives a 5xx; every 4xx is an Error body',
     { numRuns: 600 },
   );
 });
+
+// ---------------------------------------------------------------- (e) names that show nothing
+
+/** Every code point but U+0000 and the surrogates for which `matches` holds. */
+function codePoints(matches: RegExp): number[] {
+  const found: number[] = [];
+  for (let cp = 1; cp <= 0x10ffff; cp++) {
+    if ((cp < 0xd800 || cp > 0xdfff) && matches.test(String.fromCodePoint(cp))) found.push(cp);
+  }
+  return found;
+}
+
+// From the Unicode properties the rule names, not from src/: what the README promises.
+const INVISIBLE = /^[\s\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]$/u;
+const invisibleGroups = [
+  codePoints(/^\s$/u),
+  codePoints(/^\p{Cc}$/u),
+  codePoints(/^\p{Cf}$/u),
+  codePoints(/^\p{Default_Ignorable_Code_Point}$/u),
+  // Named by the hardening review: zero-width space, Hangul fillers, combining grapheme
+  // joiner, braille blank, variation selectors, right-to-left override, tag space.
+  [0x200b, 0x115f, 0x1160, 0x3164, 0xffa0, 0x034f, 0x2800, 0xfe0f, 0xe0100, 0x202e, 0xe0020],
+];
+const visible = codePoints(/^[\p{L}\p{M}\p{N}\p{P}\p{S}]$/u).filter(
+  (cp) => !INVISIBLE.test(String.fromCodePoint(cp)),
+);
+// One group at a time, so the 4,000 tag characters do not crowd out the few dozen spaces.
+const invisibleChar = fc
+  .oneof(...invisibleGroups.map((group) => fc.constantFrom(...group)))
+  .map((cp) => String.fromCodePoint(cp));
+const visibleChar = fc
+  .integer({ min: 0, max: visible.length - 1 })
+  .map((i) => String.fromCodePoint(visible[i]!));
+
+test('a name of only invisible characters is 400 on create and update; one visible character makes it a name', async (t) => {
+  const { call } = await setup(t);
+  for (const group of invisibleGroups) {
+    for (const cp of group) assert.ok(INVISIBLE.test(String.fromCodePoint(cp)), cp.toString(16));
+  }
+  await call({ method: 'POST', url: '/plants', json: '{"id":1,"name":"one"}' });
+  const name = (chars: string[]) => chars.join('');
+
+  await fc.assert(
+    fc.asyncProperty(fc.array(invisibleChar, { minLength: 1, maxLength: 100 }), async (chars) => {
+      const json = JSON.stringify({ name: name(chars) });
+      const created = await call({ method: 'POST', url: '/plants', json });
+      assert.equal(created.statusCode, 400, `${json} -> ${created.body}`);
+      assert.equal(body<ErrorJson>(created).error, 40004n);
+      const patched = await call({ method: 'PATCH', url: '/plants/1', json });
+      assert.equal(patched.statusCode, 400, `${json} -> ${patched.body}`);
+      assert.equal(body<ErrorJson>(patched).error, 40004n);
+    }),
+    { numRuns: 300 },
+  );
+  assert.equal((await call({ method: 'GET', url: '/plants' })).body, '[{"id":1,"name":"one"}]');
+
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(invisibleChar, { maxLength: 99 }),
+      visibleChar,
+      fc.nat(),
+      async (chars, shown, at) => {
+        chars.splice(at % (chars.length + 1), 0, shown);
+        const json = JSON.stringify({ name: name(chars) });
+        const created = await call({ method: 'POST', url: '/plants', json });
+        assert.equal(created.statusCode, 201, `${json} -> ${created.body}`);
+        assert.equal(body<{ name: string }>(created).name, name(chars));
+        const patched = await call({ method: 'PATCH', url: '/plants/1', json });
+        assert.equal(patched.statusCode, 200, `${json} -> ${patched.body}`);
+        assert.equal(body<{ name: string }>(patched).name, name(chars));
+      },
+    ),
+    { numRuns: 300 },
+  );
+});

@@ -29,6 +29,15 @@ export const PLANT_LIMITS = {
   listMax: 1000,
 } as const;
 
+/**
+ * What a name may not consist of alone, as the body of a regular expression character class
+ * (for the `u` flag): white space, control and format characters (zero-width spaces, bidi
+ * controls), the other default-ignorable code points (variation selectors, Hangul fillers,
+ * the combining grapheme joiner) and the braille blank. They all show nothing: a name made
+ * of them only would look empty wherever it is shown.
+ */
+export const INVISIBLE_CHARACTERS = '\\s\\p{Cc}\\p{Cf}\\p{Default_Ignorable_Code_Point}\\u2800';
+
 /** Page of a keyset-paginated list: ids strictly greater than `after`, ascending. */
 export interface PlantQuery {
   limit: number;

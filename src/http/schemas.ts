@@ -1,6 +1,6 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 import { errorCatalogue } from '../core/errors.js';
-import { PLANT_LIMITS } from '../core/plant.js';
+import { INVISIBLE_CHARACTERS, PLANT_LIMITS } from '../core/plant.js';
 
 /**
  * An int64 as a JSON integer. Validators see it as a `bigint` (see validation.ts),
@@ -15,8 +15,12 @@ const Name = Type.String({
   minLength: 1,
   maxLength: PLANT_LIMITS.nameMaxLength,
   // No U+0000 anywhere: PostgreSQL text cannot hold it, and the API answers alike on both.
-  pattern: '^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$',
-  description: `Name of the plant: 1 to ${PLANT_LIMITS.nameMaxLength} characters, not only white space, no U+0000.`,
+  // U+0000 is a control character, so the one visible character required is not it either.
+  pattern: `^[^\\u0000]*[^${INVISIBLE_CHARACTERS}][^\\u0000]*$`,
+  description:
+    `Name of the plant: 1 to ${PLANT_LIMITS.nameMaxLength} characters, no U+0000, and not only ` +
+    'invisible characters: white space, control and format characters (Unicode Cc, Cf), ' +
+    'other default-ignorable code points (variation selectors, Hangul fillers) and U+2800.',
 });
 
 const tagOptions = {
