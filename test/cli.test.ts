@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -92,6 +92,16 @@ describe('plantstore token create', () => {
     assert.equal(existsSync(db), false);
     assert.match(await createToken(db), TOKEN);
     assert.ok(existsSync(db));
+  });
+
+  it('creates them readable by its user only (0700, 0600) under the usual umask 022', async (t) => {
+    const previous = process.umask(0o022); // inherited by the CLI's process
+    t.after(() => process.umask(previous));
+    const top = join(makeTempDir(t), 'data');
+    const db = join(top, 'plantstore.db');
+    assert.match(await createToken(db), TOKEN);
+    const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
+    assert.deepEqual([top, db].map(mode), ['700', '600']);
   });
 
   it('gives plants:read and plants:write by default, with no expiry', async (t) => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { makeTempDir } from './helpers/setup.js';
@@ -108,5 +108,57 @@ describe('sqlite migrations', () => {
     );
     // Nothing was applied or removed by the refused open.
     assert.equal(recorded(file).at(-1)?.version, newer);
+  });
+});
+
+describe('sqlite file modes', () => {
+  const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
+
+  /** The common umask, which would leave new files readable by every local user. */
+  function commonUmask(t: TestContext): void {
+    const previous = process.umask(0o022);
+    t.after(() => process.umask(previous));
+  }
+
+  it('creates a missing directory 0700 and the database, -wal and -shm files 0600', async (t) => {
+    commonUmask(t);
+    const top = join(makeTempDir(t), 'data');
+    const file = join(top, 'inner', 'plantstore.db');
+    const store = openSqliteStore({ file });
+    t.after(() => store.close());
+    await store.plants.insert({ id: 1n, name: 'Fern' });
+    assert.deepEqual([top, join(top, 'inner'), file, `${file}-wal`, `${file}-shm`].map(mode), [
+      '700',
+      '700',
+      '600',
+      '600',
+      '600',
+    ]);
+  });
+
+  it('leaves the mode of a directory and a database file that exist alone', async (t) => {
+    commonUmask(t);
+    const directory = join(makeTempDir(t), 'shared');
+    mkdirSync(directory);
+    chmodSync(directory, 0o755);
+    const file = join(directory, 'plantstore.db');
+    const store = openSqliteStore({ file });
+    await store.plants.insert({ id: 1n, name: 'Fern' });
+    await store.close();
+    chmodSync(file, 0o644);
+    const again = openSqliteStore({ file });
+    t.after(() => again.close());
+    assert.deepEqual(await again.plants.get(1n), { id: 1n, name: 'Fern' });
+    assert.deepEqual([directory, file].map(mode), ['755', '644']);
+  });
+
+  it('leaves an empty file made beforehand with its mode, and uses it', async (t) => {
+    commonUmask(t);
+    const file = join(makeTempDir(t), 'given.db');
+    writeFileSync(file, '', { mode: 0o640 });
+    const store = openSqliteStore({ file });
+    t.after(() => store.close());
+    await store.plants.insert({ id: 1n, name: 'Fern' });
+    assert.deepEqual([file, `${file}-wal`].map(mode), ['640', '640']);
   });
 });

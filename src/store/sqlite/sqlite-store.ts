@@ -1,5 +1,3 @@
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { AuditAction, AuditQuery, WriteOrigin } from '../../core/audit.js';
 import type { ErrorBody } from '../../core/errors.js';
@@ -32,6 +30,7 @@ import {
   type TokenStore,
 } from '../store.js';
 import { GroupCommit } from './group-commit.js';
+import { createPrivately } from './private-files.js';
 import { loadMigrations, type MigrationReport } from '../migrations.js';
 import { migrate } from './migrate.js';
 import {
@@ -47,14 +46,14 @@ import {
 import { type TokenRow, toToken } from './rows.js';
 
 export interface SqliteOptions {
-  /** Path of the database file; created with its directory if missing. */
+  /** Path of the database file; created (0600) with its directory (0700) if missing. */
   file: string;
   durability?: Durability;
 }
 
 /** Opens (creating and migrating if needed) a SQLite database as a Store. */
 export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): Store {
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  if (file !== ':memory:') createPrivately(file);
   const db = new Database(file);
   let migration: MigrationReport;
   try {
