@@ -106,6 +106,32 @@ describe('audit trail through the API', () => {
     );
   });
 
+  it('escapes terminal controls in names for people, and keeps them exact in --json', async (t) => {
+    const { call, file } = await setup(t);
+    // C1 CSI, ESC, a right-to-left override, a line separator and a tab: each would act on
+    // the terminal of an operator reading the trail.
+    const name = 'Fern\u009b2J\u001b[31mred\u202Eevil\u2028\t';
+    const created = await call({
+      method: 'POST',
+      url: '/plants',
+      json: JSON.stringify({ id: 1, name, tag: 'x\u009b' }),
+    });
+    assert.equal(created.statusCode, 201, created.body);
+
+    const text = (await cli(['audit', '--db', file])).stdout;
+    assert.equal(text.split('\n').length, 2, text);
+    assert.doesNotMatch(text.slice(0, -1), /[\p{Cc}\p{Cf}\u2028\u2029]/u);
+    assert.ok(
+      text.includes(
+        'after={"id":1,"name":"Fern\\u{9b}2J\\u001b[31mred\\u{202e}evil\\u{2028}\\t","tag":"x\\u{9b}"}\n',
+      ),
+      text,
+    );
+
+    const [entry] = entries((await cli(['audit', '--json', '--db', file])).stdout);
+    assert.deepEqual(entry?.after, { id: '1', name, tag: 'x\u009b' });
+  });
+
   it('--plant and --since narrow the trail', async (t) => {
     const { call, file } = await setup(t);
     for (const id of [1, 2, 3])

@@ -212,6 +212,20 @@ describe('plantstore token list', () => {
     assert.ok(!res.stdout.includes(hashToken(token)));
   });
 
+  it('escapes terminal controls in a name in the table, and keeps it exact in --json', async (t) => {
+    const db = join(makeTempDir(t), 'cli.db');
+    const name = 'ops\u009b2J\u001b]0;pwned\u0007\u202Eevil';
+    await createToken(db, '--name', name);
+    const res = await cli(['token', 'list', '--db', db]);
+    assert.equal(res.code, 0, res.stderr);
+    assert.doesNotMatch(res.stdout.replaceAll('\n', ''), /[\p{Cc}\p{Cf}\u2028\u2029]/u);
+    assert.match(
+      res.stdout,
+      /\n1 +ops\\u\{9b\}2J\\u\{1b\}\]0;pwned\\u\{7\}\\u\{202e\}evil +plants:/,
+    );
+    assert.equal((await listJson(db))[0]?.name, name);
+  });
+
   it('on a database without tokens prints nothing to --json', async (t) => {
     const db = join(makeTempDir(t), 'cli.db');
     assert.deepEqual(await listJson(db), []);

@@ -13,6 +13,7 @@ import {
   dbOption,
   storeConfig,
 } from './options.js';
+import { forTerminal } from './terminal-text.js';
 
 interface AuditOptions extends DatabaseOptions {
   since?: Date;
@@ -39,9 +40,12 @@ export function parseSince(text: string, now: Date = new Date()): Date {
 
 const plantJson = (plant: Plant | null) => (plant === null ? '-' : stringify(plant)!);
 
-/** One entry as a line: fixed fields first, then the plant before and after as JSON. */
+/**
+ * One entry as a line for people: fixed fields first, then the plant before and after as
+ * JSON, with what a terminal would act on escaped (see forTerminal).
+ */
 export function formatEntry(entry: AuditEntry): string {
-  return [
+  const line = [
     entry.seq,
     entry.at.toISOString(),
     entry.action.padEnd(6),
@@ -51,6 +55,7 @@ export function formatEntry(entry: AuditEntry): string {
     `before=${plantJson(entry.before)}`,
     `after=${plantJson(entry.after)}`,
   ].join('  ');
+  return forTerminal(line);
 }
 
 /** One entry as a JSON object, ids as exact integers. */

@@ -12,6 +12,7 @@ import {
   storeConfig,
   tokenIdArgument,
 } from './options.js';
+import { forTerminal } from './terminal-text.js';
 
 /** Runs `work` with a token service on the database, closing it whatever happens. */
 async function withTokens<T>(
@@ -51,7 +52,7 @@ function table(tokens: TokenRecord[]): string {
       row.expires,
       row.lastUsed,
       row.revoked,
-    ].map(String);
+    ].map((cell) => forTerminal(String(cell)));
   });
   const header = ['ID', 'NAME', 'SCOPES', 'CREATED', 'EXPIRES', 'LAST USED', 'REVOKED'];
   const widths = header.map((title, i) =>
