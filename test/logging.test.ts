@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
@@ -30,10 +32,14 @@ interface Logged {
   /** Every line written so far, parsed. */
   lines(): LogLine[];
   token: string;
+  /** The id `token list` shows for `token`. */
+  tokenId: number;
   readToken: string;
+  /** Listens on a free port of 127.0.0.1 and returns it. */
+  listen(): Promise<number>;
 }
 
-async function loggedApp(t: TestContext): Promise<Logged> {
+async function loggedApp(t: TestContext, options: { trustProxy?: string } = {}): Promise<Logged> {
   const store = openSqliteStore({ file: join(makeTempDir(t), 'log.db') });
   const chunks: string[] = [];
   const stream = new Writable({
@@ -42,17 +48,17 @@ async function loggedApp(t: TestContext): Promise<Logged> {
       done();
     },
   });
-  const app = buildApp({ store, logger: { level: 'info', stream } });
+  const app = buildApp({ store, logger: { level: 'info', stream }, ...options });
   t.after(async () => {
     await app.close();
     await store.close();
   });
   await app.ready();
   const tokens = new TokenService(store.tokens);
-  const create = async (scopes: ('plants:read' | 'plants:write')[]) =>
-    (await tokens.create({ name: 'log', scopes, expiresInMs: null })).token;
-  const token = await create(['plants:read', 'plants:write']);
-  const readToken = await create(['plants:read']);
+  const create = (scopes: ('plants:read' | 'plants:write')[]) =>
+    tokens.create({ name: 'log', scopes, expiresInMs: null });
+  const { token, record } = await create(['plants:read', 'plants:write']);
+  const readToken = (await create(['plants:read'])).token;
   const text = () => chunks.join('');
   return {
     inject: (options) => app.inject(options),
@@ -63,7 +69,12 @@ async function loggedApp(t: TestContext): Promise<Logged> {
         .filter((line) => line !== '')
         .map((line) => JSON.parse(line) as LogLine),
     token,
+    tokenId: record.id,
     readToken,
+    listen: async () => {
+      await app.listen({ host: '127.0.0.1', port: 0 });
+      return (app.server.address() as AddressInfo).port;
+    },
   };
 }
 
@@ -209,6 +220,82 @@ test('neither the token nor the Authorization header ever reaches the logs', asy
   assert.ok(!text.includes(secret.slice(4)), 'the token body is in the logs');
   assert.doesNotMatch(text, /authorization/i);
   assert.doesNotMatch(text, /bearer/i);
+});
+
+test('the line says who: the client address and the id of the token, never the token', async (t) => {
+  const app = await loggedApp(t);
+  const authenticated = await logged(app, {
+    method: 'GET',
+    url: '/plants',
+    remoteAddress: '198.51.100.23',
+    headers: { authorization: `Bearer ${app.token}` },
+  });
+  const line = assertOneLine(authenticated.added, authenticated.res, {
+    method: 'GET',
+    route: '/plants',
+    url: '/plants',
+    status: 200,
+  });
+  assert.equal(line.client, '198.51.100.23');
+  assert.equal(line.tokenId, app.tokenId);
+
+  for (const authorization of [undefined, 'Bearer pst_wrong']) {
+    const refused = await logged(app, {
+      method: 'GET',
+      url: '/plants',
+      remoteAddress: '2001:db8::7',
+      headers: authorization === undefined ? {} : { authorization },
+    });
+    const anonymous = assertOneLine(refused.added, refused.res, {
+      method: 'GET',
+      route: '/plants',
+      url: '/plants',
+      status: 401,
+    });
+    assert.equal(anonymous.client, '2001:db8::7');
+    assert.equal(anonymous.tokenId, null);
+  }
+  const open = await logged(app, { method: 'GET', url: '/healthz' });
+  assert.equal(open.added[0]?.tokenId, null);
+  assert.equal(open.added[0]?.client, '127.0.0.1');
+  assert.ok(!app.text().includes(app.token.slice(4)), 'the token is in the logs');
+});
+
+test('behind a trusted proxy the client address is the one X-Forwarded-For gives', async (t) => {
+  const app = await loggedApp(t, { trustProxy: '10.0.0.0/8' });
+  const viaProxy = await logged(app, {
+    method: 'GET',
+    url: '/plants',
+    remoteAddress: '10.1.2.3',
+    headers: { authorization: `Bearer ${app.token}`, 'x-forwarded-for': '203.0.113.9' },
+  });
+  assert.equal(viaProxy.added[0]?.client, '203.0.113.9');
+  assert.equal(viaProxy.added[0]?.tokenId, app.tokenId);
+  // From an address not trusted, the header is the client's word only: not believed.
+  const direct = await logged(app, {
+    method: 'GET',
+    url: '/plants',
+    remoteAddress: '192.0.2.50',
+    headers: { authorization: `Bearer ${app.token}`, 'x-forwarded-for': '203.0.113.9' },
+  });
+  assert.equal(direct.added[0]?.client, '192.0.2.50');
+});
+
+test('a request the HTTP parser refuses is logged with the address it came from', async (t) => {
+  const app = await loggedApp(t);
+  const port = await app.listen();
+  await new Promise<void>((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.setTimeout(5_000, () => socket.destroy(new Error('no answer within 5 s')));
+    socket.on('error', reject);
+    socket.on('close', () => resolve());
+    socket.resume();
+    socket.write('GARBAGE\r\n\r\n');
+  });
+  const line = app.lines().find((entry) => entry.status === 400 && entry.route === null);
+  assert.ok(line, app.text());
+  assert.equal(line.cause, 'HPE_INVALID_METHOD');
+  assert.equal(line.client, '127.0.0.1');
 });
 
 test('a request the router cannot decode (bad percent-encoding) still gets its one line', async (t) => {

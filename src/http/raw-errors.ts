@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError, type ErrorName } from '../core/errors.js';
@@ -16,6 +17,9 @@ function answerRaw(
   cause: string | undefined,
 ): void {
   const reqId = randomUUID();
+  // No headers were parsed, so no X-Forwarded-For: the connection's address is all there is
+  // (read before the socket ends, which may drop it).
+  const client = (socket as Partial<Socket>).remoteAddress ?? null;
   const body = JSON.stringify(error.toBody());
   socket.end(
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n` +
@@ -24,7 +28,7 @@ function answerRaw(
       `X-Request-Id: ${reqId}\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
-  log.info({ reqId, status: error.status, cause, route: null }, 'request');
+  log.info({ reqId, status: error.status, cause, route: null, client }, 'request');
 }
 
 const parserErrors: Record<string, ErrorName> = {

@@ -10,8 +10,9 @@ const REQUEST_ID_LABEL = 'reqId';
 
 /**
  * One log line per request, written when the answer is complete: method, route
- * template, status, duration and the request id. Headers are never logged, so neither
- * is the Authorization header.
+ * template, status, duration, the request id, and who sent it: the client address as the
+ * rate limits see it and the id of the token (never the token). Headers are never logged,
+ * so neither is the Authorization header.
  */
 export class RequestLog extends LogController {
   constructor() {
@@ -35,6 +36,9 @@ export class RequestLog extends LogController {
       url: request.url,
       status: reply.statusCode,
       durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      // X-Forwarded-For's address behind a trusted proxy, else the connection's.
+      client: request.ip,
+      tokenId: request.token?.id ?? null,
     };
     if (error) log.error({ ...entry, err: error }, 'request');
     else log.info(entry, 'request');
