@@ -1,8 +1,22 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
+import type { FastifyInstance } from 'fastify';
 import { formatEntry, parseSince } from '../src/cli/audit-command.js';
+import { buildApp } from '../src/http/app.js';
+import { TokenService } from '../src/service/token-service.js';
+import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import type { Store } from '../src/store/store.js';
+import { freshDatabase, POSTGRES_SKIP } from './helpers/postgres.js';
 import { cli } from './helpers/server-process.js';
 import { setup } from './helpers/setup.js';
+
+interface EmptyPatchApp {
+  app: FastifyInstance;
+  store: Store;
+  token: string;
+}
+
+const errorOf = (res: { body: string }) => (JSON.parse(res.body) as { error: number }).error;
 
 interface JsonEntry {
   seq: number;
@@ -160,6 +174,83 @@ describe('audit trail through the API', () => {
     );
     await assert.rejects(cli(['audit', '--plant', '007', '--db', file]), /is not a plant id/);
   });
+});
+
+describe('an empty merge patch', () => {
+  /** An app on a fresh database of the kind named, with a token for every scope. */
+  const databases: Record<string, (t: TestContext) => Promise<EmptyPatchApp>> = {
+    sqlite: async (t) => {
+      const { app, store, token } = await setup(t);
+      return { app, store, token };
+    },
+    postgres: async (t) => {
+      const store = await openPostgresStore({ url: await freshDatabase(t) });
+      const app = buildApp({ store });
+      t.after(async () => {
+        await app.close();
+        await store.close();
+      });
+      const { token } = await new TokenService(store.tokens).create({
+        name: 'test',
+        scopes: ['plants:read', 'plants:write'],
+        expiresInMs: null,
+      });
+      return { app, store, token };
+    },
+  };
+
+  for (const [database, open] of Object.entries(databases)) {
+    const skip = database === 'postgres' && POSTGRES_SKIP;
+    it(
+      `changes nothing and records nothing, If-Match still applying (${database})`,
+      { skip },
+      async (t) => {
+        const { app, store, token } = await open(t);
+        const request = (method: string, url: string, json?: string, ifMatch?: string) =>
+          app.inject({
+            method: method as 'GET',
+            url,
+            headers: {
+              authorization: `Bearer ${token}`,
+              ...(json !== undefined && { 'content-type': 'application/merge-patch+json' }),
+              ...(ifMatch !== undefined && { 'if-match': ifMatch }),
+            },
+            ...(json !== undefined && { payload: json }),
+          });
+        const plant = '{"id":1,"name":"Fern","tag":"green"}';
+        const created = await app.inject({
+          method: 'POST',
+          url: '/plants',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          payload: plant,
+        });
+        assert.equal(created.statusCode, 201, created.body);
+        const etag = String(created.headers.etag);
+
+        for (const ifMatch of [undefined, etag, '*', `"other", ${etag}`]) {
+          const res = await request('PATCH', '/plants/1', '{}', ifMatch);
+          assert.equal(res.statusCode, 200, `${ifMatch}: ${res.body}`);
+          assert.equal(res.body, plant);
+          assert.equal(res.headers.etag, etag);
+        }
+        const stale = await request('PATCH', '/plants/1', '{}', '"other"');
+        assert.equal(stale.statusCode, 412, stale.body);
+        assert.equal(errorOf(stale), 41201);
+        for (const ifMatch of [undefined, '*', etag]) {
+          const missing = await request('PATCH', '/plants/2', '{}', ifMatch);
+          assert.equal(missing.statusCode, 404, `${ifMatch}: ${missing.body}`);
+          assert.equal(errorOf(missing), 40401);
+        }
+
+        const trail = await store.audit.list({ limit: 10 });
+        assert.deepEqual(
+          trail.map((entry) => entry.action),
+          ['create'],
+        );
+        assert.equal((await request('GET', '/plants/1')).body, plant);
+      },
+    );
+  }
 });
 
 describe('parseSince', () => {

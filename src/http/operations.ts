@@ -81,7 +81,8 @@ export const updatePlant = {
   description:
     'Applies a JSON merge patch (RFC 7396) to the name and tag: fields left out are kept, ' +
     '`"tag": null` removes the tag. The id cannot be changed. With `If-Match`, only if the ' +
-    'plant still has one of the entity tags given (`412` otherwise).',
+    'plant still has one of the entity tags given (`412` otherwise). An empty patch (`{}`) ' +
+    'writes nothing: the answer is the plant as it is, with its entity tag unchanged.',
   tag: 'plants',
   scope: 'plants:write',
   params: PlantParams,

@@ -116,8 +116,14 @@ export class PlantService {
     return { plants, next: plants.at(-1)!.id };
   }
 
-  /** With `ifMatch`, only while the plant still has an entity tag the condition names. */
+  /**
+   * With `ifMatch`, only while the plant still has an entity tag the condition names. An
+   * empty change writes nothing, so leaves no audit entry: it answers the plant as it is.
+   */
   async update(id: bigint, change: PlantChange, by: Writer, ifMatch?: IfMatch): Promise<Plant> {
+    if (change.name === undefined && change.tag === undefined) {
+      return ifMatch ? this.current(id, ifMatch) : this.get(id);
+    }
     const expected = ifMatch && (await this.current(id, ifMatch));
     const write = () => this.store.update(id, change, { by, ...(expected && { expected }) });
     return (await unchanged(id, write)) ?? notFound(id);
