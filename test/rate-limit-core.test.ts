@@ -111,25 +111,6 @@ describe('WindowCounts', () => {
     assert.equal(counts.remaining('a', T0 + 60_000), 3);
   });
 
-  it('knows whether any key has used up the quota in the current window', () => {
-    const counts = new WindowCounts<string>(POLICY);
-    counts.add('a', T0);
-    counts.add('a', T0);
-    assert.equal(counts.anyExhausted(T0), false);
-    counts.add('a', T0);
-    assert.equal(counts.anyExhausted(T0), true);
-    assert.equal(counts.anyExhausted(T0 + 60_000), false, 'not in the next window');
-    const tokens = new WindowCounts<number>(POLICY);
-    for (let i = 0; i < 3; i++) tokens.take(1, T0);
-    assert.equal(tokens.anyExhausted(T0), true);
-    const shared = new WindowCounts<number>(POLICY);
-    shared.take(1, T0);
-    shared.drain(T0);
-    assert.equal(shared.anyExhausted(T0), false);
-    shared.settle([{ subject: '1', windowStart: T0 / 1000, count: 3 }]);
-    assert.equal(shared.anyExhausted(T0), true, 'through the shared total');
-  });
-
   it('forgets the oldest key beyond its capacity', () => {
     const counts = new WindowCounts<number>(POLICY, 2);
     counts.take(1, T0);
@@ -160,6 +141,121 @@ describe('WindowCounts', () => {
     counts.take(2, T0 + 60_000);
     counts.prune(T0 + 60_000);
     assert.equal(counts.size, 1);
+  });
+
+  describe('reservations', () => {
+    const W0 = T0 / 1000;
+
+    it('hold a slot each: the quota, reservations counting, is not exceeded', () => {
+      const counts = new WindowCounts<string>(POLICY);
+      const held = [1, 2, 3].map(() => counts.reserve('a', T0));
+      assert.deepEqual(held, Array(3).fill({ key: 'a', windowStart: W0 }));
+      assert.equal(counts.reserve('a', T0), undefined);
+      assert.equal(counts.take('a', T0), -1, 'take counts them too');
+      assert.equal(counts.remaining('a', T0), 0);
+      assert.notEqual(counts.reserve('b', T0), undefined, 'other keys are not held');
+    });
+
+    it('release gives the slot back; confirm turns it into a count', () => {
+      const counts = new WindowCounts<string>(POLICY);
+      const [a, b, c] = [1, 2, 3].map(() => counts.reserve('a', T0)!);
+      counts.release(a!);
+      assert.equal(counts.remaining('a', T0), 1);
+      assert.equal(counts.confirm(b!, T0), 1, 'what is left: one failure counted, one held');
+      assert.equal(counts.confirm(c!, T0), 1);
+      assert.equal(counts.remaining('a', T0), 1);
+      assert.notEqual(counts.reserve('a', T0), undefined);
+      assert.equal(counts.reserve('a', T0), undefined);
+    });
+
+    it('a reservation settled twice frees nothing more, and no count goes negative', () => {
+      const counts = new WindowCounts<string>(POLICY);
+      const a = counts.reserve('a', T0)!;
+      counts.release(a);
+      counts.release(a);
+      assert.equal(counts.remaining('a', T0), 3);
+      counts.confirm(a, T0);
+      assert.equal(counts.remaining('a', T0), 3, 'nothing held, nothing counted');
+      assert.deepEqual(counts.drain(T0), []);
+    });
+
+    it('belong to their window: the next starts free, and settling old ones leaves it alone', () => {
+      const counts = new WindowCounts<string>(POLICY);
+      const old = [1, 2, 3].map(() => counts.reserve('a', T0 + 59_000)!);
+      assert.equal(counts.reserve('a', T0 + 59_999), undefined);
+      const next = counts.reserve('a', T0 + 60_000);
+      assert.deepEqual(next, { key: 'a', windowStart: W0 + 60 });
+      assert.equal(counts.remaining('a', T0 + 60_000), 2);
+      counts.release(old[0]!);
+      assert.equal(counts.confirm(old[1]!, T0 + 60_000), 2, 'counted in no window');
+      assert.equal(counts.remaining('a', T0 + 60_000), 2);
+      assert.deepEqual(counts.drain(T0 + 60_000), []);
+      counts.confirm(next!, T0 + 60_000);
+      assert.deepEqual(counts.drain(T0 + 60_000), [
+        { subject: 'a', windowStart: W0 + 60, count: 1 },
+      ]);
+    });
+
+    it('a reservation whose window ended before it was settled counts nowhere', () => {
+      const counts = new WindowCounts<string>(POLICY);
+      const old = counts.reserve('a', T0 + 59_000)!;
+      assert.deepEqual(counts.drain(T0 + 60_000), [], 'the ended window is forgotten');
+      assert.equal(counts.confirm(old, T0 + 60_000), 3);
+      assert.deepEqual(counts.drain(T0 + 60_000), []);
+    });
+
+    it('are never drained: only confirmed ones reach the shared store, once', () => {
+      const counts = new WindowCounts<string>({ ...POLICY, quota: 10 });
+      const a = counts.reserve('a', T0)!;
+      const b = counts.reserve('a', T0)!;
+      counts.add('a', T0);
+      assert.deepEqual(counts.drain(T0), [{ subject: 'a', windowStart: W0, count: 1 }]);
+      // Settled while on their way to the store, with others' counts in the total.
+      counts.confirm(a, T0);
+      counts.release(b);
+      counts.settle([{ subject: 'a', windowStart: W0, count: 6 }]);
+      assert.equal(counts.remaining('a', T0), 3, '6 shared + 1 confirmed since');
+      assert.deepEqual(counts.drain(T0), [{ subject: 'a', windowStart: W0, count: 1 }]);
+      counts.settle([{ subject: 'a', windowStart: W0, count: 7 }]);
+      assert.equal(counts.remaining('a', T0), 3);
+      assert.deepEqual(counts.drain(T0), [], 'the released one left nothing to send');
+    });
+
+    it('held while the shared total arrives: the decision counts them on top of it', () => {
+      const counts = new WindowCounts<string>({ ...POLICY, quota: 10 });
+      counts.add('a', T0);
+      counts.drain(T0);
+      const held = Array.from({ length: 4 }, () => counts.reserve('a', T0)!);
+      counts.settle([{ subject: 'a', windowStart: W0, count: 6 }]);
+      assert.equal(counts.remaining('a', T0), 0, '6 shared + 4 held');
+      assert.equal(counts.reserve('a', T0), undefined);
+      for (const reservation of held) counts.release(reservation);
+      assert.equal(counts.remaining('a', T0), 4);
+    });
+
+    it('survive a failed round: restore brings back counts, and leaves reservations as they are', () => {
+      const counts = new WindowCounts<string>(POLICY);
+      const a = counts.reserve('a', T0)!;
+      counts.add('a', T0);
+      counts.drain(T0);
+      counts.restore();
+      assert.equal(counts.remaining('a', T0), 1);
+      counts.confirm(a, T0);
+      assert.deepEqual(counts.drain(T0), [{ subject: 'a', windowStart: W0, count: 2 }]);
+    });
+
+    it('keep their key from being forgotten when the table is full', () => {
+      const counts = new WindowCounts<string>(POLICY, 4);
+      const held = counts.reserve('a', T0)!;
+      for (let key = 100; key < 200; key++) counts.add(String(key), T0);
+      assert.equal(counts.remaining('a', T0), 2, 'still held');
+      assert.ok(counts.size <= 5, `${counts.size}`);
+      counts.confirm(held, T0);
+      assert.deepEqual(
+        counts.drain(T0).find((pending) => pending.subject === 'a'),
+        { subject: 'a', windowStart: W0, count: 1 },
+      );
+    });
   });
 
   describe('shared counts', () => {

@@ -3,6 +3,7 @@ import { test, type TestContext } from 'node:test';
 import { parseList } from 'structured-headers';
 import type { RateLimitOptions } from '../src/core/rate-limit.js';
 import type { AppOptions } from '../src/http/app.js';
+import { StoreUnavailableError, type TokenStore } from '../src/store/store.js';
 import { body, type Call, setup } from './helpers/setup.js';
 
 // Rate limits at the HTTP boundary, through `call()` (every answer is also checked against
@@ -199,6 +200,113 @@ test('an address over its limit is refused before any token lookup', async (t) =
     assert.equal((await call({ ...LIST, token: `pst_guess${i}` })).statusCode, 429);
   }
   assert.equal(lookups, 3, 'no lookup once the address is over its limit');
+});
+
+/**
+ * Token lookups held until the test lets them go (as a slow database would hold them), so
+ * requests that need one are all in flight together; `count` is the lookups begun.
+ */
+function holdLookups(tokens: TokenStore) {
+  const findByHash = tokens.findByHash.bind(tokens);
+  let open!: (outcome: 'answer' | 'fail') => void;
+  const gate = new Promise<'answer' | 'fail'>((resolve) => (open = resolve));
+  const held = { count: 0, open, onLookup: () => {} };
+  tokens.findByHash = async (hash) => {
+    held.count += 1;
+    held.onLookup();
+    if ((await gate) === 'fail') throw new StoreUnavailableError(new Error('connection lost'));
+    return findByHash(hash);
+  };
+  return held;
+}
+
+/**
+ * Sends the calls at once; `quiet` resolves when each has either been answered or is
+ * waiting on a held lookup, so the test knows every request has been decided on.
+ */
+function burst(
+  send: (call: Call) => Promise<Answer>,
+  calls: Call[],
+  held: { count: number; onLookup: () => void },
+) {
+  let answered = 0;
+  let resolveQuiet!: () => void;
+  const quiet = new Promise<void>((resolve) => (resolveQuiet = resolve));
+  const check = () => {
+    if (answered + held.count >= calls.length) resolveQuiet();
+  };
+  held.onLookup = check;
+  const answers = calls.map((call) =>
+    send(call).then((res) => {
+      answered += 1;
+      check();
+      return res;
+    }),
+  );
+  return { quiet, answers: Promise.all(answers) };
+}
+
+const statuses = (answers: Answer[]) =>
+  answers.map((res) =>
+    res.statusCode === 429 ? `429 ${body<{ error: bigint }>(res).error}` : String(res.statusCode),
+  );
+
+test('failed authentications in flight together: only the limit are looked up, the rest are 429 42902', async (t) => {
+  const { call, store } = await limited(t, FAILURES_3);
+  const held = holdLookups(store.tokens);
+  const guesses = Array.from({ length: 20 }, (_, i) => ({ ...LIST, token: `pst_guess${i}` }));
+  const { quiet, answers } = burst(call, guesses, held);
+  await quiet;
+  assert.equal(held.count, 3, 'a lookup for each failure the limit allows, no more');
+  held.open('answer');
+  const answered = await answers;
+  assert.deepEqual(statuses(answered), [
+    ...Array<string>(3).fill('401'),
+    ...Array<string>(17).fill('429 42902'),
+  ]);
+  for (const res of answered.slice(3)) assert.equal(res.headers['retry-after'], '45');
+  // Each 401 reports what was left when it was answered, the checks still in flight
+  // counting as failures: nothing.
+  assert.deepEqual(
+    answered.slice(0, 3).map((res) => field(res, 'ratelimit').params),
+    Array(3).fill({ r: 0, t: 45 }),
+  );
+  assert.equal((await call({ ...LIST, token: 'pst_late' })).statusCode, 429);
+  assert.equal(held.count, 3);
+});
+
+test('a valid token checked in the same burst is not counted as a failure once it succeeds', async (t) => {
+  const { call, store, token } = await limited(t, FAILURES_3);
+  const held = holdLookups(store.tokens);
+  const calls = [
+    { ...LIST, token }, // valid, but not yet verified by the server: it holds a slot too
+    ...Array.from({ length: 4 }, (_, i) => ({ ...LIST, token: `pst_guess${i}` })),
+  ];
+  const { quiet, answers } = burst(call, calls, held);
+  await quiet;
+  assert.equal(held.count, 3);
+  held.open('answer');
+  assert.deepEqual(statuses(await answers), ['200', '401', '401', '429 42902', '429 42902']);
+  // Two failures so far: the valid token's slot was given back, so one more 401, then 429.
+  const third = await call({ ...LIST, token: 'pst_guess9' });
+  assert.equal(third.statusCode, 401);
+  assert.equal(field(third, 'ratelimit').params.r, 0);
+  assert.equal((await call({ ...LIST, token: 'pst_guess10' })).statusCode, 429);
+  assert.equal((await call({ ...LIST, token })).statusCode, 200, 'now verified, still served');
+});
+
+test('a lookup the database fails frees its slot: a 503 is no failed authentication', async (t) => {
+  const { call, store } = await limited(t, FAILURES_3);
+  const held = holdLookups(store.tokens);
+  const guesses = Array.from({ length: 5 }, (_, i) => ({ ...LIST, token: `pst_guess${i}` }));
+  const { quiet, answers } = burst(call, guesses, held);
+  await quiet;
+  held.open('fail');
+  assert.deepEqual(statuses(await answers), ['503', '503', '503', '429 42902', '429 42902']);
+  store.tokens.findByHash = async () => undefined;
+  const after = [];
+  for (let i = 0; i < 4; i++) after.push(await call({ ...LIST, token: `pst_next${i}` }));
+  assert.deepEqual(statuses(after), ['401', '401', '401', '429 42902']);
 });
 
 test('a blocked address keeps being served for tokens this server has verified, not others', async (t) => {

@@ -216,6 +216,58 @@ if (POSTGRES_SKIP) {
     });
   });
 
+  describe('failed authentications in a burst', () => {
+    it(
+      'one process looks up no more guesses than the limit, and a valid token gives its slot back',
+      { timeout: 60_000 },
+      async (t) => {
+        const url = await freshDatabase(t);
+        const store = await openPostgresStore({ url });
+        await awayFromMidnight(60_000);
+        const app = buildApp({
+          store,
+          rateLimits: { perToken: null, authFailures: { quota: 100, windowSeconds: 86_400 } },
+        });
+        t.after(async () => {
+          await app.close();
+          await store.close();
+        });
+        await app.ready();
+        const { token } = await new TokenService(store.tokens).create({
+          name: 'burst',
+          scopes: ['plants:read'],
+          expiresInMs: null,
+        });
+        const list = async (bearer: string) => {
+          const res = await app.inject({
+            method: 'GET',
+            url: '/plants',
+            headers: { authorization: `Bearer ${bearer}` },
+          });
+          return res.statusCode === 429
+            ? `429 ${(res.json() as { error: number }).error}`
+            : String(res.statusCode);
+        };
+
+        // Every lookup waits on the pool and the network: all 300 are in flight together.
+        const answers = await Promise.all([
+          list(token),
+          ...Array.from({ length: 299 }, (_, i) => list(`pst_guess${i}`)),
+        ]);
+        const tally = (status: string) => answers.filter((answer) => answer === status).length;
+        assert.equal(answers[0], '200', 'the valid token, first in, had a slot');
+        assert.ok(tally('401') <= 100, `${tally('401')} failures looked up, over the limit of 100`);
+        assert.equal(tally('200') + tally('401') + tally('429 42902'), 300, answers.join());
+        // The valid token's slot was given back: the address fails exactly 100 times in all.
+        let more = 0;
+        while ((await list(`pst_more${more}`)) === '401') more += 1;
+        assert.equal(tally('401') + more, 100);
+        // And the shared total is those 100: no count for the valid token's slot.
+        await sharedTotal(url, 'failed-auth', 100);
+      },
+    );
+  });
+
   describe('the database going away', () => {
     it('limits go on per process, nothing fails because of them, counts are shared once it is back', async (t) => {
       const crashes = collectCrashes(t);

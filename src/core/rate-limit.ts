@@ -86,6 +86,18 @@ interface Entry {
   flushing: number;
   /** The total of every process, as the shared store last answered (ours included). */
   shared: number;
+  /** Held by `reserve` for outcomes not known yet; never sent to the shared store. */
+  reserved: number;
+}
+
+/**
+ * A slot of one key's quota held by `reserve` until the outcome is known: `confirm` counts
+ * it, `release` gives it back. It belongs to the window it was taken in.
+ */
+export interface Reservation<K> {
+  readonly key: K;
+  /** Start of that window, Unix seconds. */
+  readonly windowStart: number;
 }
 
 /** Counts taken out by `drain`, on their way to the shared store. */
@@ -103,8 +115,8 @@ export interface SharedTotal {
 }
 
 /**
- * Keys one policy tracks at most in a process; beyond, the oldest key that has not used up
- * its quota is forgotten.
+ * Keys one policy tracks in a process before it forgets one: the oldest key that has
+ * neither used up its quota nor holds a reservation.
  */
 export const MAX_KEYS = 100_000;
 
@@ -119,12 +131,19 @@ const EVICTION_SCAN = 16;
  * sync loop, which adds them to the shared store and hands the totals back to `settle`
  * (or, if the store failed, calls `restore`, and they are sent again next time). A
  * decision uses the last shared total plus what this process counted since.
+ *
+ * For events whose outcome comes later (a failed authentication, known only once the token
+ * lookup answers), `reserve` holds a slot before it, so that events in flight together
+ * cannot all pass the check before any is counted. Reservations stay in this process: a
+ * decision counts them, `drain` never sends them, and only `confirm` turns one into a count
+ * (sent like any other). Sharing them would mean subtracting released ones from the shared
+ * total, racing the other processes and leaving phantom counts behind when a process dies
+ * holding some; kept local, a released reservation leaves no trace anywhere, and no count
+ * can go negative. The price: other processes learn of a failure only once it is known.
  */
 export class WindowCounts<K extends string | number> {
   private readonly entries = new Map<K, Entry>();
   private readonly inFlight = new Map<string, Entry>();
-  /** The window (start) in which some key last used up the quota; -1 for none yet. */
-  private exhaustedIn = -1;
 
   constructor(
     readonly policy: RateLimitPolicy,
@@ -142,10 +161,9 @@ export class WindowCounts<K extends string | number> {
    */
   take(key: K, nowMs: number): number {
     const entry = this.current(key, nowMs);
-    const used = entry.shared + entry.flushing + entry.local;
+    const used = usedBy(entry);
     if (used >= this.policy.quota) return -1;
     entry.local += 1;
-    if (used + 1 >= this.policy.quota) this.exhaustedIn = entry.start;
     return this.policy.quota - used - 1;
   }
 
@@ -153,17 +171,37 @@ export class WindowCounts<K extends string | number> {
   add(key: K, nowMs: number): number {
     const entry = this.current(key, nowMs);
     entry.local += 1;
-    const left = this.policy.quota - entry.shared - entry.flushing - entry.local;
-    if (left <= 0) this.exhaustedIn = entry.start;
-    return Math.max(0, left);
+    return Math.max(0, this.policy.quota - usedBy(entry));
   }
 
   /**
-   * Whether any key may have used up the quota in the current window: when not, no key
-   * needs looking up (and on the hot path, none is).
+   * Holds one slot of `key`'s quota for an event whose outcome is not known yet; undefined
+   * when the quota (reservations included) is used up. Settle it with `confirm` or `release`.
    */
-  anyExhausted(nowMs: number): boolean {
-    return this.exhaustedIn === windowStart(nowMs, this.policy.windowSeconds);
+  reserve(key: K, nowMs: number): Reservation<K> | undefined {
+    const entry = this.current(key, nowMs);
+    if (usedBy(entry) >= this.policy.quota) return undefined;
+    entry.reserved += 1;
+    return { key, windowStart: entry.start };
+  }
+
+  /**
+   * The reserved event happened: it counts (in the window it was reserved in; nothing if
+   * that has ended). Returns what is left of the current window, reservations counting.
+   */
+  confirm(reservation: Reservation<K>, nowMs: number): number {
+    const entry = this.held(reservation);
+    if (entry !== undefined) {
+      entry.reserved -= 1;
+      entry.local += 1;
+    }
+    return this.remaining(reservation.key, nowMs);
+  }
+
+  /** The reserved event did not happen: its slot is free again (nothing if its window ended). */
+  release(reservation: Reservation<K>): void {
+    const entry = this.held(reservation);
+    if (entry !== undefined) entry.reserved -= 1;
   }
 
   /** What is left for `key` in the current window, without counting anything. */
@@ -172,7 +210,7 @@ export class WindowCounts<K extends string | number> {
     if (entry === undefined || entry.start !== windowStart(nowMs, this.policy.windowSeconds)) {
       return this.policy.quota;
     }
-    return Math.max(0, this.policy.quota - entry.shared - entry.flushing - entry.local);
+    return Math.max(0, this.policy.quota - usedBy(entry));
   }
 
   /** Seconds until the current window ends (the same for every key). */
@@ -209,7 +247,6 @@ export class WindowCounts<K extends string | number> {
       if (entry === undefined || entry.start !== total.windowStart) continue;
       entry.shared = total.count;
       entry.flushing = 0;
-      if (entry.shared + entry.local >= this.policy.quota) this.exhaustedIn = entry.start;
       this.inFlight.delete(total.subject);
     }
     this.restore();
@@ -235,19 +272,28 @@ export class WindowCounts<K extends string | number> {
   /**
    * Makes room by forgetting the oldest key, unless it has used up its quota in this window:
    * that is the key the limit is for, and forgetting it would let a client that floods the
-   * map with new keys (addresses) clear its own count. Such a key moves to the back; after
-   * a few of them the map grows by one instead (only exhausted keys, each a quota's worth of
-   * requests, can make it grow).
+   * map with new keys (addresses) clear its own count. Nor one holding reservations: they
+   * would be lost, and their `release` would free slots of the key's next entry. Such a key
+   * moves to the back; after a few of them the map grows by one instead (only exhausted keys,
+   * each a quota's worth of requests, and keys with events in flight can make it grow).
    */
   private evictOne(start: number): void {
     for (let scanned = 0; scanned < EVICTION_SCAN; scanned++) {
       const [oldest, entry] = this.entries.entries().next().value!;
       this.entries.delete(oldest);
-      const exhausted =
-        entry.start === start && entry.shared + entry.flushing + entry.local >= this.policy.quota;
-      if (!exhausted) return;
+      const kept =
+        entry.start === start && (entry.reserved > 0 || usedBy(entry) >= this.policy.quota);
+      if (!kept) return;
       this.entries.set(oldest, entry);
     }
+  }
+
+  /** The entry a reservation is held in, if its window is still the entry's. */
+  private held(reservation: Reservation<K>): Entry | undefined {
+    const entry = this.entries.get(reservation.key);
+    return entry !== undefined && entry.start === reservation.windowStart && entry.reserved > 0
+      ? entry
+      : undefined;
   }
 
   private current(key: K, nowMs: number): Entry {
@@ -255,7 +301,7 @@ export class WindowCounts<K extends string | number> {
     const entry = this.entries.get(key);
     if (entry === undefined) {
       if (this.entries.size >= this.maxKeys) this.evictOne(start);
-      const created = { start, local: 0, flushing: 0, shared: 0 };
+      const created = { start, local: 0, flushing: 0, shared: 0, reserved: 0 };
       this.entries.set(key, created);
       return created;
     }
@@ -265,7 +311,12 @@ export class WindowCounts<K extends string | number> {
       entry.local = 0;
       entry.flushing = 0;
       entry.shared = 0;
+      entry.reserved = 0;
     }
     return entry;
   }
 }
+
+/** What counts against the quota: every process's counts, ours on their way, our reservations. */
+const usedBy = (entry: Entry): number =>
+  entry.shared + entry.flushing + entry.local + entry.reserved;

@@ -16,42 +16,74 @@ const REALM = 'Bearer realm="plantstore"';
 /** The refusal, if any; synchronous when the token is answered from the cache. */
 export type AuthOutcome = ApiError | undefined | Promise<ApiError | undefined>;
 
-/** What authentication asks of the rate limits (http/rate-limit.ts); absent when off. */
+/** What authentication asks of the rate limits (http/rate-limit.ts); absent when both are off. */
 export interface AuthLimits {
-  /** 429 when the client address has used up its failed authentications. */
-  addressRefusal(request: FastifyRequest): ApiError | undefined;
-  /** Counts a failed authentication; the headers its 401 carries. */
-  failed(request: FastifyRequest): Record<string, string>;
+  /** The failed-authentication limit of client addresses; undefined when off. */
+  readonly failures: FailureLimit | undefined;
   /** Counts a request of a valid token: 429 beyond its limit, else its headers on `reply`. */
   admit(record: TokenRecord, reply: FastifyReply): ApiError | undefined;
+}
+
+/** The failed-authentication limit of client addresses. */
+export interface FailureLimit {
+  /**
+   * Holds a failure of the request's address before its credentials are checked: 429 when
+   * none is left (failures and checks in flight together), else the attempt to settle.
+   */
+  attempt(request: FastifyRequest): ApiError | AuthAttempt;
+  /** Counts a failure nothing was held for; the headers its 401 carries. */
+  failed(request: FastifyRequest): Record<string, string>;
+}
+
+/** Credentials being checked, holding one failure of their address's limit. */
+export interface AuthAttempt {
+  /** They failed: the failure held counts; the headers the 401 carries. */
+  failed(): Record<string, string>;
+  /** They are valid, or could not be checked (503): the failure held is given back. */
+  release(): void;
 }
 
 /**
  * Checks credentials before the body is read, so a request without valid credentials is
  * refused before any of its input is looked at (DESIGN §3, order of checks). With rate
- * limits: an address over its failed-authentication limit is refused first (before any
- * token lookup), unless the token is one this process has verified; then the token's
- * own limit applies, before its scope.
+ * limits: the address's failed-authentication limit comes first (before any token
+ * lookup), unless the token is one this process has verified; then the token's own
+ * limit applies, before its scope.
  */
 export function authenticate(tokens: TokenService, limits?: AuthLimits) {
+  const failures = limits?.failures;
   return (request: FastifyRequest, reply: FastifyReply): AuthOutcome => {
     const scope = request.routeOptions.config.operation?.scope;
     if (scope === undefined || scope === null) return undefined;
     const token = parseBearer(request.headers.authorization);
-    const blocked = limits?.addressRefusal(request);
-    if (blocked !== undefined && (token === undefined || !tokens.knownValid(token))) {
-      return blocked;
+    // A failure is held before the lookup, not counted after it: lookups run concurrently,
+    // and would all pass the check before the first of them failed. A token this process
+    // has verified holds nothing (the hot path, and a client behind a blocked address
+    // keeps being served); should it fail after all (revoked since), that is counted then.
+    let attempt: AuthAttempt | undefined;
+    if (failures !== undefined && (token === undefined || !tokens.knownValid(token))) {
+      const held = failures.attempt(request);
+      if (held instanceof ApiError) return held;
+      attempt = held;
     }
     if (token === undefined) {
       return new ApiError('missingCredentials', undefined, {
         'www-authenticate': REALM,
-        ...limits?.failed(request),
+        ...attempt?.failed(),
       });
     }
     const record = tokens.authenticate(token);
-    return record instanceof Promise
-      ? record.then((r) => verdict(r, scope, request, reply, limits))
-      : verdict(record, scope, request, reply, limits);
+    if (record instanceof Promise) {
+      return record.then(
+        (r) => verdict(r, scope, request, reply, limits, attempt),
+        // The database did not answer (503): that is no failed authentication.
+        (error: unknown) => {
+          attempt?.release();
+          throw error;
+        },
+      );
+    }
+    return verdict(record, scope, request, reply, limits, attempt);
   };
 }
 
@@ -61,13 +93,15 @@ function verdict(
   request: FastifyRequest,
   reply: FastifyReply,
   limits: AuthLimits | undefined,
+  attempt: AuthAttempt | undefined,
 ): ApiError | undefined {
   if (record === undefined) {
     return new ApiError('invalidToken', undefined, {
       'www-authenticate': `${REALM}, error="invalid_token"`,
-      ...limits?.failed(request),
+      ...(attempt === undefined ? limits?.failures?.failed(request) : attempt.failed()),
     });
   }
+  attempt?.release();
   const limited = limits?.admit(record, reply);
   if (limited !== undefined) return limited;
   if (!record.scopes.includes(scope)) {

@@ -296,6 +296,8 @@ applies):
 - **per client address, failed authentications**: 100 \`401\` answers per 60 s window. Beyond
   that, requests from the address are \`429\` with error 42902 until the window ends, before
   their token is looked up, except those whose token this server has already verified.
+  Credentials still being checked count as failures until they turn out valid: guesses sent
+  at once are held to the limit like guesses sent one after another.
 
 Every \`429\` carries \`Retry-After\` (seconds until the window ends). Answers report the
 limit that applied to them in \`RateLimit\` and \`RateLimit-Policy\`

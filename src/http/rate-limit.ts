@@ -1,11 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addressKey } from '../core/address-key.js';
 import { ApiError } from '../core/errors.js';
-import { type RateLimitOptions, type RateLimitPolicy, WindowCounts } from '../core/rate-limit.js';
+import {
+  type RateLimitOptions,
+  type RateLimitPolicy,
+  type Reservation,
+  WindowCounts,
+} from '../core/rate-limit.js';
 import type { TokenRecord } from '../core/tokens.js';
 import { RateLimitSync } from '../service/rate-limit-sync.js';
 import type { Store } from '../store/store.js';
-import type { AuthLimits } from './auth.js';
+import type { AuthAttempt, AuthLimits, FailureLimit } from './auth.js';
 import { limitField, policyField } from './rate-limit-fields.js';
 
 /** Policy names, as the RateLimit and RateLimit-Policy fields give them. */
@@ -39,35 +44,73 @@ class Limited<K extends string | number> {
   }
 }
 
-/** The rate limits of authentication (see auth.ts for where each is asked). */
-class RequestLimits implements AuthLimits {
+/**
+ * Failed authentications per client address. The `r` a 401 reports counts the address's
+ * checks still in flight as failures: it is what a request sent now would find left.
+ */
+class AddressLimit implements FailureLimit {
   constructor(
-    private readonly tokens: Limited<number> | undefined,
-    private readonly addresses: Limited<string> | undefined,
+    private readonly addresses: Limited<string>,
     private readonly now: () => number,
   ) {}
 
-  addressRefusal(request: FastifyRequest): ApiError | undefined {
-    const addresses = this.addresses;
-    if (addresses === undefined) return undefined;
+  attempt(request: FastifyRequest): ApiError | AuthAttempt {
     const nowMs = this.now();
-    // On the hot path no address is over its limit: no address to read, no key to make.
-    if (!addresses.counts.anyExhausted(nowMs)) return undefined;
-    if (addresses.counts.remaining(addressKey(request.ip), nowMs) > 0) return undefined;
-    const reset = addresses.counts.resetSeconds(nowMs);
+    const reservation = this.addresses.counts.reserve(addressKey(request.ip), nowMs);
+    if (reservation !== undefined) return new HeldFailure(this, reservation);
+    const reset = this.addresses.counts.resetSeconds(nowMs);
     return new ApiError(
       'authFailureRateLimited',
-      `Too many failed authentications from this client address: ${addresses.describe(reset)}`,
-      addresses.headers(0, reset, true),
+      `Too many failed authentications from this client address: ${this.addresses.describe(reset)}`,
+      this.addresses.headers(0, reset, true),
     );
   }
 
   failed(request: FastifyRequest): Record<string, string> {
-    const addresses = this.addresses;
-    if (addresses === undefined) return {};
     const nowMs = this.now();
-    const remaining = addresses.counts.add(addressKey(request.ip), nowMs);
-    return addresses.headers(remaining, addresses.counts.resetSeconds(nowMs), false);
+    return this.headers(this.addresses.counts.add(addressKey(request.ip), nowMs), nowMs);
+  }
+
+  confirm(reservation: Reservation<string>): Record<string, string> {
+    const nowMs = this.now();
+    return this.headers(this.addresses.counts.confirm(reservation, nowMs), nowMs);
+  }
+
+  release(reservation: Reservation<string>): void {
+    this.addresses.counts.release(reservation);
+  }
+
+  private headers(remaining: number, nowMs: number): Record<string, string> {
+    return this.addresses.headers(remaining, this.addresses.counts.resetSeconds(nowMs), false);
+  }
+}
+
+/** An authentication being checked, holding a failure of its address (see auth.ts). */
+class HeldFailure implements AuthAttempt {
+  constructor(
+    private readonly limit: AddressLimit,
+    private readonly reservation: Reservation<string>,
+  ) {}
+
+  failed(): Record<string, string> {
+    return this.limit.confirm(this.reservation);
+  }
+
+  release(): void {
+    this.limit.release(this.reservation);
+  }
+}
+
+/** The rate limits of authentication (see auth.ts for where each is asked). */
+class RequestLimits implements AuthLimits {
+  readonly failures: AddressLimit | undefined;
+
+  constructor(
+    private readonly tokens: Limited<number> | undefined,
+    addresses: Limited<string> | undefined,
+    private readonly now: () => number,
+  ) {
+    this.failures = addresses && new AddressLimit(addresses, now);
   }
 
   admit(record: TokenRecord, reply: FastifyReply): ApiError | undefined {
