@@ -255,6 +255,20 @@ test('the line says who: the client address and the id of the token, never the t
     assert.equal(anonymous.client, '2001:db8::7');
     assert.equal(anonymous.tokenId, null);
   }
+  // A valid token refused for its scope is named too: the operator can find who tried.
+  const forbidden = await logged(app, {
+    method: 'DELETE',
+    url: '/plants/1',
+    headers: { authorization: `Bearer ${app.readToken}` },
+  });
+  const refusedLine = assertOneLine(forbidden.added, forbidden.res, {
+    method: 'DELETE',
+    route: '/plants/:id',
+    url: '/plants/1',
+    status: 403,
+  });
+  assert.equal(typeof refusedLine.tokenId, 'number');
+  assert.notEqual(refusedLine.tokenId, app.tokenId);
   const open = await logged(app, { method: 'GET', url: '/healthz' });
   assert.equal(open.added[0]?.tokenId, null);
   assert.equal(open.added[0]?.client, '127.0.0.1');

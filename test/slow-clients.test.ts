@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { cli, type Server, sleep, startServer } from './helpers/server-process.js';
+import { cli, type LogLine, type Server, sleep, startServer } from './helpers/server-process.js';
 import { makeTempDir } from './helpers/setup.js';
 
 // The limits of the HTTP edge against a real `plantstore serve` over TCP: slow and idle
@@ -217,3 +218,95 @@ test('oversized and hostile input over TCP gets an Error body; the process serve
   });
   assert.equal(created.status, 201, await created.text());
 });
+
+/** The server's resident memory in MB, as the kernel counts it. */
+function rssMb(server: Server): number {
+  const status = readFileSync(`/proc/${server.child.pid}/status`, 'utf8');
+  return Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)![1]) / 1024;
+}
+
+test('pipelined floods that never read their answers leave memory bounded', async (t) => {
+  const { server } = await serve(t, []);
+  const { port } = new URL(server.url);
+  await assertServing(server);
+  const before = rssMb(server);
+  let peak = before;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssMb(server))), 25);
+  t.after(() => clearInterval(sampler));
+  // 40 connections, each 1 MiB of pipelined requests (about 30,000) and never a read: on
+  // an unguarded server this took RSS up by about 480 MB and /healthz to 20 s.
+  const flood = Buffer.from('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(30_000));
+  const attackers = Array.from({ length: 40 }, () => {
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.pause();
+    socket.write(flood);
+    return socket;
+  });
+  t.after(() => attackers.forEach((socket) => socket.destroy()));
+  await server.waitForLog(
+    (line) => line.reason === 'too many pipelined requests',
+    'a flooding connection closed',
+  );
+  const started = Date.now();
+  await assertServing(server);
+  const took = Date.now() - started;
+  await sleep(1_000);
+  clearInterval(sampler);
+  assert.ok(took < 5_000, `/healthz took ${took} ms during the flood`);
+  assert.ok(peak - before < 200, `RSS grew by ${Math.round(peak - before)} MB`);
+});
+
+test('an answer the client does not read closes its connection at --send-timeout', async (t) => {
+  const { server } = await serve(t, ['--send-timeout', '2s', '--max-connections', '4']);
+  const { port } = new URL(server.url);
+  // Four pipelined copies of the 1.7 MB Swagger UI bundle are more than the kernel's
+  // buffers hold on loopback, so the server is left with an answer it cannot send.
+  const request = 'GET /docs/swagger-ui-bundle.js HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(4);
+  const started = Date.now();
+  const stalled = Array.from({ length: 4 }, () => {
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.pause();
+    socket.write(request);
+    return socket;
+  });
+  t.after(() => stalled.forEach((socket) => socket.destroy()));
+  const cut = (line: LogLine) => line.reason === 'answer not read within the send timeout';
+  await server.waitForLog(cut, 'a stalled connection closed', 15_000);
+  await until(() => server.logs.filter(cut).length === 4, 'all four closed');
+  const took = Date.now() - started;
+  // 2 s plus a sweep a second; the default (30 s) would fail this.
+  assert.ok(took >= 1_900, `cut off early: ${took} ms`);
+  assert.ok(took < 10_000, `cut off late: ${took} ms`);
+  // Their slots are free again: a new client is served.
+  await assertServing(server);
+});
+
+test('a client reading its answer slowly is not cut off by the send timeout', async (t) => {
+  const { server } = await serve(t, ['--send-timeout', '2s']);
+  const { port } = new URL(server.url);
+  const socket = connect(Number(port), '127.0.0.1');
+  t.after(() => socket.destroy());
+  let received = 0;
+  socket.on('data', (chunk: Buffer) => (received += chunk.length));
+  socket.pause();
+  socket.write('GET /docs/swagger-ui-bundle.js HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(4));
+  // Reads in bursts a second apart: slower than the server sends, never stalled 2 s.
+  const reader = setInterval(() => {
+    socket.resume();
+    setTimeout(() => socket.pause(), 50);
+  }, 1_000);
+  t.after(() => clearInterval(reader));
+  await until(() => received > 4 * 1_700_000 || socket.destroyed, 'the four answers', 60_000);
+  clearInterval(reader);
+  assert.equal(socket.destroyed, false, `cut off after ${received} bytes`);
+});
+
+async function until(condition: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}

@@ -17,6 +17,7 @@ import {
   parseTrustProxy,
   positiveInteger,
   requestTimeoutOption,
+  sendTimeoutOption,
   shutdownGraceOption,
   rateLimitOption,
   storeConfig,
@@ -75,6 +76,7 @@ function program(): Command {
     .addOption(requestTimeoutOption())
     .addOption(headersTimeoutOption())
     .addOption(keepAliveTimeoutOption())
+    .addOption(sendTimeoutOption())
     .addOption(shutdownGraceOption())
     .addOption(corsOriginsOption())
     .addOption(

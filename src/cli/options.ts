@@ -7,6 +7,7 @@ import { parseCorsOrigins } from '../http/cors-origins.js';
 import {
   HEADERS_TIMEOUT_MS,
   KEEP_ALIVE_TIMEOUT_MS,
+  SEND_TIMEOUT_MS,
   REQUEST_TIMEOUT_MS,
   SHUTDOWN_GRACE_MS,
   TIMEOUT_MAX_MS,
@@ -130,6 +131,13 @@ export const keepAliveTimeoutOption = () =>
     'PLANTSTORE_KEEP_ALIVE_TIMEOUT',
   ).default(KEEP_ALIVE_TIMEOUT_MS, formatMs(KEEP_ALIVE_TIMEOUT_MS));
 
+export const sendTimeoutOption = () =>
+  durationOption(
+    '--send-timeout <duration>',
+    'an answer the client takes nothing of for this long closes its connection',
+    'PLANTSTORE_SEND_TIMEOUT',
+  ).default(SEND_TIMEOUT_MS, formatMs(SEND_TIMEOUT_MS));
+
 export const shutdownGraceOption = () =>
   durationOption(
     '--shutdown-grace <duration>',
@@ -142,6 +150,7 @@ export interface TimeoutOptions {
   requestTimeout: number;
   headersTimeout?: number;
   keepAliveTimeout: number;
+  sendTimeout: number;
   shutdownGrace: number;
 }
 
@@ -149,12 +158,13 @@ export interface Timeouts {
   requestTimeoutMs: number;
   headersTimeoutMs: number;
   keepAliveTimeoutMs: number;
+  sendTimeoutMs: number;
   shutdownGraceMs: number;
 }
 
 /** The timeouts to serve with, or what is wrong with them together. */
 export function edgeTimeouts(options: TimeoutOptions): Timeouts | string {
-  const { requestTimeout, headersTimeout, keepAliveTimeout, shutdownGrace } = options;
+  const { requestTimeout, headersTimeout, keepAliveTimeout, sendTimeout, shutdownGrace } = options;
   if (headersTimeout !== undefined && headersTimeout > requestTimeout) {
     return (
       `--headers-timeout (${formatMs(headersTimeout)}) cannot be longer than ` +
@@ -165,6 +175,7 @@ export function edgeTimeouts(options: TimeoutOptions): Timeouts | string {
     requestTimeoutMs: requestTimeout,
     headersTimeoutMs: headersTimeout ?? Math.min(HEADERS_TIMEOUT_MS, requestTimeout),
     keepAliveTimeoutMs: keepAliveTimeout,
+    sendTimeoutMs: sendTimeout,
     shutdownGraceMs: shutdownGrace,
   };
 }

@@ -63,6 +63,10 @@ export const errorCatalogue = {
   headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
   internal: { code: 50001, message: 'An unexpected error occurred.' },
   storeUnavailable: { code: 50301, message: 'The database is unavailable.' },
+  httpVersionNotSupported: {
+    code: 50501,
+    message: 'The HTTP version is not supported; use HTTP/1.1.',
+  },
 } as const satisfies Record<string, ErrorKind>;
 
 export interface ErrorKind {

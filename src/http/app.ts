@@ -5,8 +5,7 @@ import { PlantService } from '../service/plant-service.js';
 import { TokenService } from '../service/token-service.js';
 import type { Store } from '../store/store.js';
 import { authenticate } from './auth.js';
-import { bodyRefusal, registerJsonParsers } from './body.js';
-import { ApiError } from '../core/errors.js';
+import { bodyRefusal, expectsContinue, registerJsonParsers } from './body.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitOptions } from '../core/rate-limit.js';
 import { installErrorHandling, sendError, toApiError } from './error-reply.js';
 import { corsPolicy } from './cors.js';
@@ -14,10 +13,15 @@ import type { CorsOrigins } from './cors-origins.js';
 import {
   BODY_LIMIT,
   HEADERS_TIMEOUT_MS,
+  IN_FLIGHT_PER_CONNECTION,
   KEEP_ALIVE_TIMEOUT_MS,
   MAX_CONNECTIONS,
+  PIPELINED_PER_CONNECTION,
   REQUEST_TIMEOUT_MS,
+  SEND_TIMEOUT_MS,
 } from './limits.js';
+import { ConnectionGuard } from './connections.js';
+import { protocolRefusal } from './protocol.js';
 import { clientErrorHandler, refuseConnect } from './raw-errors.js';
 import { rateLimits } from './rate-limit.js';
 import { lazyChildLogger, RequestLog } from './request-log.js';
@@ -36,6 +40,8 @@ export interface AppOptions {
   headersTimeoutMs?: number;
   /** Overrides KEEP_ALIVE_TIMEOUT_MS. */
   keepAliveTimeoutMs?: number;
+  /** Overrides SEND_TIMEOUT_MS. */
+  sendTimeoutMs?: number;
   /** Origins whose pages may call the API; CORS is off when absent or empty. */
   corsOrigins?: CorsOrigins;
   /** Overrides MAX_CONNECTIONS. */
@@ -69,6 +75,7 @@ export function buildApp({
   requestTimeoutMs = REQUEST_TIMEOUT_MS,
   headersTimeoutMs = HEADERS_TIMEOUT_MS,
   keepAliveTimeoutMs = KEEP_ALIVE_TIMEOUT_MS,
+  sendTimeoutMs = SEND_TIMEOUT_MS,
   maxConnections = MAX_CONNECTIONS,
   corsOrigins,
   rateLimits: limitOptions = DEFAULT_RATE_LIMITS,
@@ -77,6 +84,11 @@ export function buildApp({
 }: AppOptions): FastifyInstance {
   const requestLog = new RequestLog();
   const cors = corsPolicy(corsOrigins);
+  const connections = new ConnectionGuard({
+    inFlight: IN_FLIGHT_PER_CONNECTION,
+    pipelined: PIPELINED_PER_CONNECTION,
+    sendTimeoutMs,
+  });
   const app = Fastify({
     logger: logger && {
       ...(typeof logger === 'object' ? logger : {}),
@@ -88,18 +100,19 @@ export function buildApp({
     trustProxy,
     exposeHeadRoutes: false,
     bodyLimit: BODY_LIMIT,
-    // Slow clients are cut off with a 408 rather than holding a connection (and shutdown).
-    requestTimeout: requestTimeoutMs,
-    keepAliveTimeout: keepAliveTimeoutMs,
-    http: {
-      // Node would answer a missing Host with an empty 400 of its own; we answer it below.
-      requireHostHeader: false,
-      headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
-      // Given here too: Node checks headersTimeout against its own 300 s default before
-      // Fastify sets the request timeout, and refuses a longer header timeout.
-      requestTimeout: requestTimeoutMs,
-      // Node checks the timeouts this often (30 s by default), so they hold to about 1 s.
-      connectionsCheckingInterval: 1_000,
+    // Our own server, so that every connection is bounded (see connections.ts). Slow
+    // senders are cut off with a 408 rather than holding a connection (and shutdown).
+    serverFactory: (handler) => {
+      const server = connections.createServer(handler, {
+        // Node would answer a missing Host with an empty 400 of its own; we answer it below.
+        requireHostHeader: false,
+        headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
+        requestTimeout: requestTimeoutMs,
+        // Node checks the timeouts this often (30 s by default), so they hold to about 1 s.
+        connectionsCheckingInterval: 1_000,
+      });
+      server.keepAliveTimeout = keepAliveTimeoutMs;
+      return server;
     },
     // Long ids must reach the validator (and get a 400), not fall out of the router as 404s.
     routerOptions: { maxParamLength: 16 * 1024 },
@@ -118,6 +131,7 @@ export function buildApp({
   });
 
   app.server.maxConnections = maxConnections;
+  connections.useLog(app.log);
   app.decorateRequest('token', null);
   app.setValidatorCompiler(validatorCompiler);
   registerJsonParsers(app);
@@ -136,18 +150,24 @@ export function buildApp({
   const credentialsRefusal = authenticate(new TokenService(store.tokens), limits);
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
+    const malformed = protocolRefusal(request.raw);
+    if (malformed !== undefined) return done(malformed);
     // Before authentication: a preflight carries no credentials, and errors need the
     // CORS headers too, or a page cannot read them.
     if (cors?.handle(request, reply)) return;
-    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
-      return done(new ApiError('malformedRequest', 'HTTP/1.1 requests need a Host header.'));
-    }
     const refused = credentialsRefusal(request, reply);
     if (refused instanceof Promise) refused.then(done, done);
     else done(refused);
   });
-  app.addHook('preParsing', (request, _reply, payload, done) => {
-    done(bodyRefusal(request) ?? null, payload);
+  // Node would send 100 Continue before any hook runs, so a client would upload its body
+  // only to be refused: it is sent once the request has passed every check before input.
+  app.server.on('checkContinue', (request, response) =>
+    app.server.emit('request', request, response),
+  );
+  app.addHook('preParsing', (request, reply, payload, done) => {
+    const refused = bodyRefusal(request);
+    if (refused === undefined && expectsContinue(request)) reply.raw.writeContinue();
+    done(refused ?? null, payload);
   });
 
   plantRoutes(app, new PlantService(store.plants, store.idempotency));

@@ -102,6 +102,8 @@ function verdict(
     });
   }
   attempt?.release();
+  // Set before the checks below, so that the log line of a 429 or 403 names the token too.
+  request.token = record;
   const limited = limits?.admit(record, reply);
   if (limited !== undefined) return limited;
   if (!record.scopes.includes(scope)) {
@@ -109,6 +111,5 @@ function verdict(
       'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"`,
     });
   }
-  request.token = record;
   return undefined;
 }

@@ -1,15 +1,17 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
 import { routingError } from './error-reply.js';
+import { hasBody } from './headers.js';
 import { BODY_LIMIT } from './limits.js';
 import { decodeUtf8, parseJson, shapeViolation } from './json.js';
 
 const JSON_MEDIA_TYPES = ['application/json', 'application/merge-patch+json'];
 
-function hasBody(request: FastifyRequest): boolean {
-  const length = request.headers['content-length'];
+/** An `Expect: 100-continue` request (the expression Node itself matches) with a body. */
+export function expectsContinue(request: FastifyRequest): boolean {
+  const expect = request.headers.expect;
   return (
-    request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')
+    expect !== undefined && /(?:^|\W)100-continue(?:$|\W)/i.test(expect) && hasBody(request.headers)
   );
 }
 
@@ -23,14 +25,14 @@ export function bodyRefusal(request: FastifyRequest): ApiError | undefined {
   // not-found route, and answer a bad or oversized one 400, 413 or 415: routing first.
   if (op === undefined) return routingError(request);
   if (op.body === undefined) {
-    if (hasBody(request)) return new ApiError('unexpectedBody');
+    if (hasBody(request.headers)) return new ApiError('unexpectedBody');
     // Nothing to parse: a stray Content-Type (some clients always send one) must not
     // make Fastify run a body parser on the empty body and refuse the request.
     delete request.headers['content-type'];
     return undefined;
   }
   const header = request.headers['content-type'];
-  if (header === undefined && !hasBody(request)) return undefined;
+  if (header === undefined && !hasBody(request.headers)) return undefined;
   const [type = '', ...params] = (header ?? '').split(';').map((part) => part.trim().toLowerCase());
   const charset = params.find((param) => param.startsWith('charset='))?.slice('charset='.length);
   const utf8 = charset === undefined || charset === 'utf-8' || charset === '"utf-8"';

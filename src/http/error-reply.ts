@@ -1,7 +1,9 @@
+import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorName } from '../core/errors.js';
 import { StoreUnavailableError } from '../store/store.js';
 import { allowedMethods } from './allowed-methods.js';
+import { hasBody } from './headers.js';
 
 const fastifyErrors: Record<string, ErrorName> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'bodyTooLarge',
@@ -37,6 +39,10 @@ export function toApiError(error: unknown): ApiError {
 }
 
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  // Refused before its body has arrived (401, 404, 413...): the rest of that body would
+  // be read as the next request, or run into the request timeout and a second, unasked
+  // 408. The connection is closed after this answer instead.
+  if (bodyPending(reply.request.raw)) reply.header('connection', 'close');
   return reply
     .code(error.status)
     .headers(error.headers)
@@ -51,6 +57,10 @@ export function installErrorHandling(app: FastifyInstance): void {
     return sendError(reply, answer);
   });
   app.setNotFoundHandler((request, reply) => sendError(reply, routingError(request)));
+}
+
+function bodyPending(request: IncomingMessage): boolean {
+  return !request.complete && hasBody(request.headers);
 }
 
 /** The answer to a request no route serves: 404, or 405 with Allow on a known path. */

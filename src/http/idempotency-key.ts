@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
 import { parseIdempotencyKey } from '../core/idempotency.js';
+import { headerLines } from './headers.js';
 
 const HEADER = 'idempotency-key';
 
@@ -8,18 +9,10 @@ const HEADER = 'idempotency-key';
 export function idempotencyKeyOf(request: FastifyRequest): string | undefined {
   const header = request.headers[HEADER];
   if (header === undefined) return undefined;
-  // Node joins repeated lines with ", " into one value, and `"a` + `b"` joined is a valid
-  // sf-string: only the raw lines tell that the header came twice.
-  if (lineCount(request.raw.rawHeaders) > 1) throw new ApiError('malformedIdempotencyKey');
+  // `"a` and `b"` on two lines, joined by Node with ", ", would make one valid sf-string.
+  if (headerLines(request.raw.rawHeaders, HEADER) > 1)
+    throw new ApiError('malformedIdempotencyKey');
   const key = parseIdempotencyKey(Array.isArray(header) ? header.join(', ') : header);
   if (key === undefined) throw new ApiError('malformedIdempotencyKey');
   return key;
-}
-
-function lineCount(rawHeaders: string[]): number {
-  let count = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() === HEADER) count++;
-  }
-  return count;
 }

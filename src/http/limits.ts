@@ -34,3 +34,23 @@ export const TIMEOUT_MAX_MS = 3_600_000;
  * flood of idle or slow connections from exhausting file descriptors and memory.
  */
 export const MAX_CONNECTIONS = 4_096;
+
+/**
+ * Requests of one connection answered at once; while this many are unanswered the server
+ * reads nothing more from the connection, so a client that pipelines without reading its
+ * answers holds a bounded amount of memory.
+ */
+export const IN_FLIGHT_PER_CONNECTION = 8;
+
+/**
+ * Requests a client may send ahead of its answers on one connection (those being answered
+ * included). Node parses what one read brings in (up to 64 KiB, hundreds of small requests)
+ * before it can stop; a client with more than this outstanding is disconnected.
+ */
+export const PIPELINED_PER_CONNECTION = 64;
+
+/**
+ * An answer of which the client takes nothing for this long (it does not read, and the
+ * kernel's buffers are full) closes its connection, as a slow sender gets a 408.
+ */
+export const SEND_TIMEOUT_MS = 30_000;

@@ -15,6 +15,7 @@ export const PREFLIGHT_ERRORS: readonly ErrorName[] = [
   'requestTimeout',
   'headersTooLarge',
   'internal',
+  'httpVersionNotSupported',
 ];
 
 const list = (names: readonly string[]) => names.map((name) => `\`${name}\``).join(', ');

@@ -7,7 +7,10 @@ import {
   BODY_LIMIT,
   HEADERS_TIMEOUT_MS,
   KEEP_ALIVE_TIMEOUT_MS,
+  IN_FLIGHT_PER_CONNECTION,
   MAX_CONNECTIONS,
+  PIPELINED_PER_CONNECTION,
+  SEND_TIMEOUT_MS,
   REQUEST_TIMEOUT_MS,
   SHUTDOWN_GRACE_MS,
 } from './limits.js';
@@ -270,8 +273,14 @@ When the database is locked or unreachable, operations answer \`503\` with \`Ret
   connection is closed); an idle keep-alive connection is closed after
   ${seconds(KEEP_ALIVE_TIMEOUT_MS)}. These are the defaults; a server may be started with
   others (\`--headers-timeout\`, \`--request-timeout\`, \`--keep-alive-timeout\`).
+- Sending: an answer of which the client takes nothing for ${seconds(SEND_TIMEOUT_MS)}
+  closes its connection (\`--send-timeout\`).
 - Connections: a process keeps at most ${MAX_CONNECTIONS} open by default
-  (\`--max-connections\`); one beyond is closed at once, without an answer.
+  (\`--max-connections\`); one beyond is closed at once, without an answer. A connection
+  has at most ${IN_FLIGHT_PER_CONNECTION} requests answered at once, and nothing more is read from it
+  meanwhile; a client that pipelines more than ${PIPELINED_PER_CONNECTION} requests ahead of
+  its answers is disconnected.
+- Versions: HTTP/1.1 and HTTP/1.0; any other version on the request line is \`505\`.
 - Shutdown: requests still running ${seconds(SHUTDOWN_GRACE_MS)} after the server was told
   to stop are cut off (\`--shutdown-grace\`).
 

@@ -56,7 +56,7 @@ export interface OperationSpec<
 
 /** Every catalogue error an operation can answer with, common ones included. */
 export function errorsOf(op: OperationSpec): ErrorName[] {
-  // Any request can be malformed, too slow or have oversized headers.
+  // Any request can be malformed, too slow, have oversized headers or another version.
   const names: ErrorName[] = [
     ...op.errors,
     'invalidQuery',
@@ -64,6 +64,7 @@ export function errorsOf(op: OperationSpec): ErrorName[] {
     'requestTimeout',
     'headersTooLarge',
     'internal',
+    'httpVersionNotSupported',
   ];
   if (op.scope !== null) {
     // Checking the token reads the database, so these can all find it unavailable.

@@ -9,6 +9,7 @@ export type EdgeOptions = Pick<
   | 'requestTimeoutMs'
   | 'headersTimeoutMs'
   | 'keepAliveTimeoutMs'
+  | 'sendTimeoutMs'
   | 'corsOrigins'
   | 'rateLimits'
   | 'trustProxy'

@@ -1,0 +1,187 @@
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerOptions,
+  type ServerResponse,
+} from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyBaseLogger } from 'fastify';
+
+/** What one connection may cost, whatever its client sends or fails to read. */
+export interface ConnectionLimits {
+  /** Requests of one connection being answered at once; reading stops at this many. */
+  inFlight: number;
+  /**
+   * Requests a client may have sent ahead of its answers (those being answered included);
+   * a connection with more is closed at once, without answering the rest.
+   */
+  pipelined: number;
+  /** An answer the client takes nothing of for this long closes the connection. */
+  sendTimeoutMs: number;
+}
+
+/**
+ * Node's own pipelining brake (lib/_http_server.js) pauses a connection only when answers
+ * pile up unsent, which answers produced asynchronously never do: it would parse and start
+ * every request a client pipelines. Setting `_paused` the way it does makes Node stop
+ * reading the socket and pause its parser after the bytes at hand, and keeps Node from
+ * reading again on its own until `_paused` is cleared (see onSocketResume there).
+ */
+interface HttpSocket extends Socket {
+  _paused?: boolean;
+  parser?: { resume(): void } | null;
+}
+
+interface Connection {
+  readonly socket: HttpSocket;
+  /** Requests handed to the app and not yet answered. */
+  inFlight: number;
+  /** Requests parsed while `inFlight` was full, waiting their turn, oldest first. */
+  readonly waiting: [IncomingMessage, ServerResponse][];
+  pausedHere: boolean;
+  /** Bytes the kernel had taken from the socket at the last sweep, and since when. */
+  flushed: number;
+  flushedSince: number;
+}
+
+/** How often stalled answers are looked for; a send timeout holds to about this. */
+const SWEEP_MS = 1_000;
+
+/**
+ * An HTTP server whose connections are bounded in memory and in time: at most
+ * `inFlight` requests of one connection are handed to `handler` at once, and the socket is
+ * not read while that many are unanswered; a client that pipelines more than `pipelined`
+ * requests ahead of its answers, or takes nothing of an answer for `sendTimeoutMs`, is
+ * disconnected. The request, header and keep-alive timeouts bound the other direction.
+ */
+export class ConnectionGuard {
+  private readonly connections = new Map<Socket, Connection>();
+  private log: FastifyBaseLogger | undefined;
+
+  constructor(
+    private readonly limits: ConnectionLimits,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** For Fastify's `serverFactory`: the server, with `handler` behind the guard. */
+  createServer(handler: RequestListener, options: ServerOptions): Server {
+    const server = createServer(options, (request, response) =>
+      this.admit(request, response, handler),
+    );
+    server.on('connection', (socket: Socket) => this.track(socket));
+    let sweeper: NodeJS.Timeout | undefined;
+    server.on('listening', () => {
+      sweeper = setInterval(() => this.sweep(), SWEEP_MS).unref();
+    });
+    server.on('close', () => clearInterval(sweeper));
+    return server;
+  }
+
+  /** Where disconnections are logged (the app's logger exists only after the server). */
+  useLog(log: FastifyBaseLogger): void {
+    this.log = log;
+  }
+
+  private track(socket: Socket): void {
+    const connection: Connection = {
+      socket,
+      inFlight: 0,
+      waiting: [],
+      pausedHere: false,
+      flushed: 0,
+      flushedSince: this.now(),
+    };
+    this.connections.set(socket, connection);
+    socket.once('close', () => this.connections.delete(socket));
+  }
+
+  private admit(request: IncomingMessage, response: ServerResponse, handler: RequestListener) {
+    const connection = this.connections.get(request.socket);
+    if (connection === undefined) return handler(request, response);
+    if (connection.socket.destroyed) return;
+    if (connection.inFlight < this.limits.inFlight) {
+      this.dispatch(connection, request, response, handler);
+    } else if (connection.inFlight + connection.waiting.length < this.limits.pipelined) {
+      connection.waiting.push([request, response]);
+    } else {
+      // Parsed requests cost memory until answered, and this client is not reading its
+      // answers fast enough to justify more: what it sent beyond is not served.
+      this.disconnect(connection, 'too many pipelined requests');
+      return;
+    }
+    if (connection.inFlight >= this.limits.inFlight && !connection.pausedHere) {
+      const socket = connection.socket;
+      connection.pausedHere = true;
+      socket._paused = true;
+      socket.pause();
+    }
+  }
+
+  private dispatch(
+    connection: Connection,
+    request: IncomingMessage,
+    response: ServerResponse,
+    handler: RequestListener,
+  ): void {
+    connection.inFlight += 1;
+    let done = false;
+    const answered = () => {
+      if (done) return;
+      done = true;
+      connection.inFlight -= 1;
+      this.next(connection, handler);
+    };
+    // 'finish' once the answer is handed to the kernel; 'close' alone if cut off first.
+    response.once('finish', answered);
+    response.once('close', answered);
+    handler(request, response);
+  }
+
+  private next(connection: Connection, handler: RequestListener): void {
+    const socket = connection.socket;
+    if (socket.destroyed) return;
+    while (connection.inFlight < this.limits.inFlight && connection.waiting.length > 0) {
+      const [request, response] = connection.waiting.shift()!;
+      this.dispatch(connection, request, response, handler);
+    }
+    // Node also pauses a connection whose answers wait to be sent; it resumes that one itself.
+    if (
+      connection.pausedHere &&
+      connection.inFlight < this.limits.inFlight &&
+      !socket.writableNeedDrain
+    ) {
+      connection.pausedHere = false;
+      socket._paused = false;
+      socket.parser?.resume();
+      socket.resume();
+    }
+  }
+
+  /** Closes connections whose pending answer has not moved for the send timeout. */
+  private sweep(): void {
+    const now = this.now();
+    for (const connection of this.connections.values()) {
+      const socket = connection.socket;
+      // What the kernel has taken: written minus what still waits in Node's buffers.
+      const flushed = socket.bytesWritten - socket.writableLength;
+      if (socket.writableLength === 0 || flushed !== connection.flushed) {
+        connection.flushed = flushed;
+        connection.flushedSince = now;
+      } else if (now - connection.flushedSince >= this.limits.sendTimeoutMs) {
+        this.disconnect(connection, 'answer not read within the send timeout');
+      }
+    }
+  }
+
+  private disconnect(connection: Connection, reason: string): void {
+    const socket = connection.socket;
+    this.log?.warn(
+      { client: socket.remoteAddress ?? null, unanswered: connection.inFlight, reason },
+      'connection closed',
+    );
+    connection.waiting.length = 0;
+    socket.destroy();
+  }
+}
