@@ -2,7 +2,7 @@
 // format test/openapi.test.ts compares against: `npm run openapi` after changing the API.
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { buildOpenApiDocument } from '../src/http/openapi.js';
+import { buildOpenApiDocument } from '../src/api/openapi.js';
 
 const file = fileURLToPath(new URL('../openapi.json', import.meta.url));
 writeFileSync(file, `${JSON.stringify(buildOpenApiDocument(), null, 2)}\n`);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ApiError } from '../src/core/errors.js';
-import { parseIfMatch } from '../src/http/preconditions.js';
+import { parseIfMatch } from '../src/api/preconditions.js';
 import { setup } from './helpers/setup.js';
 
 // ETag on reads and writes; If-Match on PATCH and DELETE (412 on a mismatch).

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildApp } from '../src/http/app.js';
-import { type CorsOrigins, parseCorsOrigins } from '../src/http/cors-origins.js';
+import { type CorsOrigins, parseCorsOrigins } from '../src/api/cors-origins.js';
 import { TokenService } from '../src/service/token-service.js';
 import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { OpenApiValidator } from './helpers/openapi-validator.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { errorCatalogue } from '../src/core/errors.js';
-import { JSON_LIMITS, shapeViolation } from '../src/http/json.js';
+import { JSON_LIMITS, shapeViolation } from '../src/api/json.js';
 import { setup } from './helpers/setup.js';
 
 const { depth, arrayItems } = JSON_LIMITS;

@@ -9,7 +9,7 @@ import {
   WindowCounts,
   windowStart,
 } from '../src/core/rate-limit.js';
-import { limitField, policyField } from '../src/http/rate-limit-fields.js';
+import { limitField, policyField } from '../src/api/rate-limit-fields.js';
 
 // The pure parts of rate limiting: parsing limits, fixed windows, counting and deciding,
 // the shared-count bookkeeping, address keys, and the two header fields.

@@ -1,8 +1,8 @@
 import cluster from 'node:cluster';
 import { Command, CommanderError, Option } from 'commander';
-import type { CorsOrigins } from '../http/cors-origins.js';
+import type { CorsOrigins } from '../api/cors-origins.js';
 import { DEFAULT_RATE_LIMITS, type RateLimit } from '../core/rate-limit.js';
-import { MAX_CONNECTIONS } from '../http/limits.js';
+import { MAX_CONNECTIONS } from '../api/limits.js';
 import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
 import {

@@ -3,7 +3,7 @@ import { InvalidArgumentError, Option } from 'commander';
 import { formatRateLimit, parseRateLimit, type RateLimit } from '../core/rate-limit.js';
 import { DEFAULT_SCOPES, parseScopes } from '../core/scopes.js';
 import { parseDuration } from '../core/tokens.js';
-import { parseCorsOrigins } from '../http/cors-origins.js';
+import { parseCorsOrigins } from '../api/cors-origins.js';
 import {
   HEADERS_TIMEOUT_MS,
   KEEP_ALIVE_TIMEOUT_MS,
@@ -12,7 +12,7 @@ import {
   SHUTDOWN_GRACE_MS,
   TIMEOUT_MAX_MS,
   TIMEOUT_MIN_MS,
-} from '../http/limits.js';
+} from '../api/limits.js';
 import { isPostgresUrl, type StoreConfig } from '../store/open.js';
 
 /** Where the database is when neither --db nor PLANTSTORE_DB says. */

@@ -4,12 +4,12 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { PlantService } from '../service/plant-service.js';
 import { TokenService } from '../service/token-service.js';
 import type { Store } from '../store/store.js';
-import { authenticate } from './auth.js';
-import { bodyRefusal, expectsContinue, registerJsonParsers } from './body.js';
+import { authenticate } from './hooks/auth.js';
+import { bodyRefusal, expectsContinue, registerJsonParsers } from './hooks/body.js';
 import { DEFAULT_RATE_LIMITS, type RateLimitOptions } from '../core/rate-limit.js';
-import { installErrorHandling, sendError, toApiError } from './error-reply.js';
-import { corsPolicy } from './cors.js';
-import type { CorsOrigins } from './cors-origins.js';
+import { installErrorHandling, sendError, toApiError } from './errors/error-reply.js';
+import { corsPolicy } from './hooks/cors.js';
+import type { CorsOrigins } from '../api/cors-origins.js';
 import {
   BODY_LIMIT,
   HEADERS_TIMEOUT_MS,
@@ -19,13 +19,13 @@ import {
   PIPELINED_PER_CONNECTION,
   REQUEST_TIMEOUT_MS,
   SEND_TIMEOUT_MS,
-} from './limits.js';
+} from '../api/limits.js';
 import { ConnectionGuard } from './connections.js';
-import { protocolRefusal } from './protocol.js';
-import { clientErrorHandler, refuseConnect } from './raw-errors.js';
-import { rateLimits } from './rate-limit.js';
-import { lazyChildLogger, RequestLog } from './request-log.js';
-import { SECURITY_HEADERS } from './security-headers.js';
+import { protocolRefusal } from '../api/protocol.js';
+import { clientErrorHandler, refuseConnect } from './errors/raw-errors.js';
+import { rateLimits } from './hooks/rate-limit.js';
+import { lazyChildLogger, RequestLog } from './hooks/request-log.js';
+import { SECURITY_HEADERS } from '../api/security-headers.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';

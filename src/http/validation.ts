@@ -4,7 +4,7 @@ import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import { ApiError, type ErrorName } from '../core/errors.js';
 import { INT64_RANGE, parseInt64 } from '../core/int64.js';
-import { addInt64Keyword, describesInt64, forBigIntValidation } from './int64-schema.js';
+import { addInt64Keyword, describesInt64, forBigIntValidation } from '../api/int64-schema.js';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under NodeNext.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;

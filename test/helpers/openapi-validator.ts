@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import type { ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { addInt64Keyword, forBigIntValidation } from '../../src/http/int64-schema.js';
-import { parseJson } from '../../src/http/json.js';
+import { addInt64Keyword, forBigIntValidation } from '../../src/api/int64-schema.js';
+import { parseJson } from '../../src/api/json.js';
 
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 

@@ -5,7 +5,7 @@ import type { TestContext } from 'node:test';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Scope } from '../../src/core/scopes.js';
 import { type AppOptions, buildApp } from '../../src/http/app.js';
-import { parseJson } from '../../src/http/json.js';
+import { parseJson } from '../../src/api/json.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';

@@ -2,10 +2,16 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { etagOf } from '../../core/etag.js';
 import { PLANT_LIMITS } from '../../core/plant.js';
 import { type PlantService, REPLAYED_HEADER, type Writer } from '../../service/plant-service.js';
-import { idempotencyKeyOf } from '../idempotency-key.js';
-import { createPlant, deletePlant, getPlant, listPlants, updatePlant } from '../operations.js';
-import { parseIfMatch } from '../preconditions.js';
-import { route } from '../route.js';
+import { idempotencyKeyOf } from '../../api/idempotency-key.js';
+import {
+  createPlant,
+  deletePlant,
+  getPlant,
+  listPlants,
+  updatePlant,
+} from '../../api/operations.js';
+import { parseIfMatch } from '../../api/preconditions.js';
+import { route } from './route.js';
 
 export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
   route(app, listPlants, async (request, reply) => {
@@ -21,7 +27,7 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
   });
 
   route(app, createPlant, async (request, reply) => {
-    const key = idempotencyKeyOf(request);
+    const key = idempotencyKeyOf(request.headers, request.raw.rawHeaders);
     const { plant, replayed } = await plants.create(request.body, writer(request), key);
     if (replayed) reply.header(REPLAYED_HEADER, 'true');
     return reply

@@ -4,9 +4,15 @@ import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../core/errors.js';
 import type { Store } from '../../store/store.js';
-import { buildOpenApiDocument } from '../openapi.js';
-import { getDocs, getDocsAsset, getHealth, getOpenApi, getReadiness } from '../operations.js';
-import { route } from '../route.js';
+import { buildOpenApiDocument } from '../../api/openapi.js';
+import {
+  getDocs,
+  getDocsAsset,
+  getHealth,
+  getOpenApi,
+  getReadiness,
+} from '../../api/operations.js';
+import { route } from './route.js';
 
 /** How long /readyz waits for the database before calling it unavailable. */
 export const READINESS_TIMEOUT_MS = 2_000;

@@ -1,7 +1,7 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { errorsByStatus, fastifyPath, type OperationSpec } from './operation.js';
-import { ErrorSchema } from './schemas.js';
+import { errorsByStatus, type OperationSpec } from '../../api/operation.js';
+import { ErrorSchema } from '../../api/schemas.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -55,4 +55,9 @@ export function route<
     config: { operation: op as OperationSpec },
     handler: handler as (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
   });
+}
+
+/** `/plants/{id}` as Fastify writes it: `/plants/:id`. */
+function fastifyPath(template: string): string {
+  return template.replace(/\{([^}]+)\}/g, ':$1');
 }

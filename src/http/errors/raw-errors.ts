@@ -3,8 +3,8 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
-import { ApiError, type ErrorName } from '../core/errors.js';
-import { SECURITY_HEADER_LINES } from './security-headers.js';
+import { ApiError, type ErrorName } from '../../core/errors.js';
+import { SECURITY_HEADER_LINES } from '../../api/security-headers.js';
 
 /**
  * Writes an Error answer straight to a socket, for what never becomes a Fastify

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from '../core/errors.js';
-import type { Scope } from '../core/scopes.js';
-import { parseBearer, type TokenRecord } from '../core/tokens.js';
-import type { TokenService } from '../service/token-service.js';
+import { ApiError } from '../../core/errors.js';
+import type { Scope } from '../../core/scopes.js';
+import { parseBearer, type TokenRecord } from '../../core/tokens.js';
+import type { TokenService } from '../../service/token-service.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -1,35 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from '../core/errors.js';
-import { allowedMethods } from './allowed-methods.js';
-import type { CorsOrigins } from './cors-origins.js';
-import { sendError } from './error-reply.js';
-
-/** Request headers a page may send besides the CORS-safelisted ones. */
-export const CORS_ALLOWED_HEADERS = [
-  // Named, not `*`: a wildcard does not cover Authorization (Fetch standard).
-  'Authorization',
-  'Content-Type',
-  'If-Match',
-  'Idempotency-Key',
-  'X-Request-Id',
-];
-
-/** Response headers a page may read besides the CORS-safelisted ones. */
-export const CORS_EXPOSED_HEADERS = [
-  'Location',
-  'ETag',
-  'Link',
-  'Retry-After',
-  'X-Request-Id',
-  'WWW-Authenticate',
-  'Allow',
-  'RateLimit',
-  'RateLimit-Policy',
-  'Idempotent-Replayed',
-];
-
-/** How long a browser may reuse a preflight answer (Chromium caps it at 2 h). */
-export const CORS_MAX_AGE_S = 600;
+import { ApiError } from '../../core/errors.js';
+import { allowedMethods } from '../../api/allowed-methods.js';
+import { CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, CORS_MAX_AGE_S } from '../../api/cors.js';
+import type { CorsOrigins } from '../../api/cors-origins.js';
+import { sendError } from '../errors/error-reply.js';
 
 export interface Cors {
   /** Headers for an answer to a request carrying this Origin. */

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError } from '../core/errors.js';
-import { routingError } from './error-reply.js';
-import { hasBody } from './headers.js';
-import { BODY_LIMIT } from './limits.js';
-import { decodeUtf8, parseJson, shapeViolation } from './json.js';
+import { ApiError } from '../../core/errors.js';
+import { routingError } from '../errors/error-reply.js';
+import { hasBody } from '../../api/headers.js';
+import { BODY_LIMIT } from '../../api/limits.js';
+import { decodeUtf8, parseJson, shapeViolation } from '../../api/json.js';
 
 const JSON_MEDIA_TYPES = ['application/json', 'application/merge-patch+json'];
 

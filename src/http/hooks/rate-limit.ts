@@ -1,17 +1,17 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { addressKey } from '../core/address-key.js';
-import { ApiError } from '../core/errors.js';
+import { addressKey } from '../../core/address-key.js';
+import { ApiError } from '../../core/errors.js';
 import {
   type RateLimitOptions,
   type RateLimitPolicy,
   type Reservation,
   WindowCounts,
-} from '../core/rate-limit.js';
-import type { TokenRecord } from '../core/tokens.js';
-import { RateLimitSync } from '../service/rate-limit-sync.js';
-import type { Store } from '../store/store.js';
+} from '../../core/rate-limit.js';
+import type { TokenRecord } from '../../core/tokens.js';
+import { RateLimitSync } from '../../service/rate-limit-sync.js';
+import type { Store } from '../../store/store.js';
 import type { AuthAttempt, AuthLimits, FailureLimit } from './auth.js';
-import { limitField, policyField } from './rate-limit-fields.js';
+import { limitField, policyField } from '../../api/rate-limit-fields.js';
 
 /** Policy names, as the RateLimit and RateLimit-Policy fields give them. */
 export const TOKEN_POLICY = 'token';

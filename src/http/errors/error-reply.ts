@@ -1,9 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, type ErrorName } from '../core/errors.js';
-import { StoreUnavailableError } from '../store/store.js';
-import { allowedMethods } from './allowed-methods.js';
-import { hasBody } from './headers.js';
+import { ApiError, type ErrorName } from '../../core/errors.js';
+import { StoreUnavailableError } from '../../store/store.js';
+import { allowedMethods } from '../../api/allowed-methods.js';
+import { hasBody } from '../../api/headers.js';
 
 const fastifyErrors: Record<string, ErrorName> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'bodyTooLarge',

@@ -104,8 +104,3 @@ export function templateMatcher(template: string): RegExp {
   const source = template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+');
   return new RegExp(`^${source}$`);
 }
-
-/** `/plants/{id}` as Fastify writes it: `/plants/:id`. */
-export function fastifyPath(template: string): string {
-  return template.replace(/\{([^}]+)\}/g, ':$1');
-}

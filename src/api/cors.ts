@@ -1,0 +1,28 @@
+// What the CORS answers say, published in the OpenAPI document and sent by http/hooks/cors.ts.
+
+/** Request headers a page may send besides the CORS-safelisted ones. */
+export const CORS_ALLOWED_HEADERS = [
+  // Named, not `*`: a wildcard does not cover Authorization (Fetch standard).
+  'Authorization',
+  'Content-Type',
+  'If-Match',
+  'Idempotency-Key',
+  'X-Request-Id',
+];
+
+/** Response headers a page may read besides the CORS-safelisted ones. */
+export const CORS_EXPOSED_HEADERS = [
+  'Location',
+  'ETag',
+  'Link',
+  'Retry-After',
+  'X-Request-Id',
+  'WWW-Authenticate',
+  'Allow',
+  'RateLimit',
+  'RateLimit-Policy',
+  'Idempotent-Replayed',
+];
+
+/** How long a browser may reuse a preflight answer (Chromium caps it at 2 h). */
+export const CORS_MAX_AGE_S = 600;
