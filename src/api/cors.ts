@@ -1,3 +1,5 @@
+import { RESPONSE_HEADER_NAMES } from './response-headers.js';
+
 // What the CORS answers say, published in the OpenAPI document and sent by http/hooks/cors.ts.
 
 /** Request headers a page may send besides the CORS-safelisted ones. */
@@ -10,19 +12,8 @@ export const CORS_ALLOWED_HEADERS = [
   'X-Request-Id',
 ];
 
-/** Response headers a page may read besides the CORS-safelisted ones. */
-export const CORS_EXPOSED_HEADERS = [
-  'Location',
-  'ETag',
-  'Link',
-  'Retry-After',
-  'X-Request-Id',
-  'WWW-Authenticate',
-  'Allow',
-  'RateLimit',
-  'RateLimit-Policy',
-  'Idempotent-Replayed',
-];
+/** Response headers a page may read besides the CORS-safelisted ones: all of ours. */
+export const CORS_EXPOSED_HEADERS: readonly string[] = RESPONSE_HEADER_NAMES;
 
 /** How long a browser may reuse a preflight answer (Chromium caps it at 2 h). */
 export const CORS_MAX_AGE_S = 600;

@@ -14,7 +14,14 @@ import {
   REQUEST_TIMEOUT_MS,
   SHUTDOWN_GRACE_MS,
 } from './limits.js';
-import { errorsByStatus, groupByStatus, type HeaderName, type OperationSpec } from './operation.js';
+import { errorsByStatus, groupByStatus, type OperationSpec } from './operation.js';
+import { ERROR_HEADERS } from './error-headers.js';
+import {
+  type HeaderName,
+  type HeaderSpec,
+  RESPONSE_HEADER_NAMES,
+  RESPONSE_HEADERS,
+} from './response-headers.js';
 import {
   corsDescription,
   PREFLIGHT_ERRORS,
@@ -25,75 +32,6 @@ import { operations } from './operations.js';
 import { components } from './schemas.js';
 
 type Json = Record<string, unknown>;
-
-const headerComponents: Record<HeaderName | 'X-Request-Id' | 'Allow', Json> = {
-  'X-Request-Id': {
-    description:
-      'Identifier of this request in the server logs: the X-Request-Id the client sent ' +
-      '(1 to 128 visible ASCII characters), or a new UUID.',
-    required: true,
-    schema: { type: 'string' },
-  },
-  Location: {
-    description: 'Path of the plant created, e.g. /plants/42.',
-    required: true,
-    schema: { type: 'string', format: 'uri-reference' },
-  },
-  Link: {
-    description:
-      'RFC 8288 link to the next page, `</plants?limit=...&after=...>; rel="next"`; ' +
-      'absent on the last page.',
-    schema: { type: 'string' },
-  },
-  'Retry-After': {
-    description: 'Seconds after which the request may be retried.',
-    required: true,
-    schema: { type: 'string', pattern: '^[0-9]+$' },
-  },
-  ETag: {
-    description:
-      'Strong entity tag of the plant as answered; send it back in `If-Match` to update or ' +
-      'delete the plant only if nobody changed it since.',
-    required: true,
-    schema: { type: 'string' },
-  },
-  'Idempotent-Replayed': {
-    description:
-      '`true` when this is the answer kept for the `Idempotency-Key` sent (given again, ' +
-      'not produced again); absent otherwise.',
-    schema: { type: 'string', enum: ['true'] },
-  },
-  Allow: {
-    description: 'The methods the path supports, e.g. `GET, POST`.',
-    required: true,
-    schema: { type: 'string' },
-  },
-  RateLimit: {
-    description:
-      'What is left of the rate limit this answer reports on (draft-ietf-httpapi-ratelimit-headers-11, ' +
-      'a Structured Field List): `"token";r=<requests left>;t=<seconds until the window ends>` ' +
-      'on every answer once the token is verified, or `"failed-auth";r=<failed ' +
-      'authentications left to this client address>;t=<seconds>` on a `401` and on a `429` ' +
-      'with error 42902. Absent when the operator turned that limit off.',
-    schema: { type: 'string', pattern: '^"(token|failed-auth)";r=[0-9]+;t=[0-9]+$' },
-  },
-  'RateLimit-Policy': {
-    description:
-      'The rate limit this answer reports on, sent with `RateLimit` (same draft): ' +
-      '`"token";q=<requests>;w=<window in seconds>` (by default `"token";q=100000;w=60`) or ' +
-      '`"failed-auth";q=<failed authentications>;w=<seconds>` (by default ' +
-      '`"failed-auth";q=100;w=60`). Windows are fixed and aligned to the clock (a 60 s ' +
-      'window starts at each whole minute).',
-    schema: { type: 'string', pattern: '^"(token|failed-auth)";q=[0-9]+;w=[0-9]+$' },
-  },
-  'WWW-Authenticate': {
-    description:
-      'RFC 6750 challenge: `Bearer realm="plantstore"`, with `error="invalid_token"` for an ' +
-      'unknown, revoked or expired token, or `error="insufficient_scope", scope="..."`.',
-    required: true,
-    schema: { type: 'string' },
-  },
-};
 
 const byIdentity = new Map<unknown, string>(
   Object.entries(components).map(([name, schema]) => [schema, name]),
@@ -181,16 +119,30 @@ function responses(op: OperationSpec): Json {
   return { ...out, ...errorResponses(errorsByStatus(op), limited) };
 }
 
-/** Headers an error answer always carries, besides X-Request-Id. */
-const errorHeaders: Partial<Record<ErrorName, string>> = {
-  missingCredentials: 'WWW-Authenticate',
-  invalidToken: 'WWW-Authenticate',
-  insufficientScope: 'WWW-Authenticate',
-  methodNotAllowed: 'Allow',
-  storeUnavailable: 'Retry-After',
-  tokenRateLimited: 'Retry-After',
-  authFailureRateLimited: 'Retry-After',
-};
+/**
+ * The headers of the error answers of one status, from the table the error reply uses: a
+ * reference to the component when every error of the status carries the header (or the
+ * component is optional anyway), else an optional copy that says which errors carry it.
+ */
+function errorHeadersOf(names: readonly ErrorName[], limited: HeaderName[]): Json {
+  const every: HeaderName[] = [];
+  const some: Json = {};
+  for (const header of RESPONSE_HEADER_NAMES) {
+    const by = names.filter((name) => ERROR_HEADERS[name]?.some((h) => h.name === header));
+    if (by.length === 0) continue;
+    const spec: HeaderSpec = RESPONSE_HEADERS[header];
+    const always = (name: ErrorName) =>
+      ERROR_HEADERS[name]!.some((h) => h.name === header && h.always);
+    if (by.length === names.length && by.every(always)) every.push(header);
+    else if (spec.required === undefined) some[header] = { $ref: `#/components/headers/${header}` };
+    else {
+      const codes = by.map((name) => errorCatalogue[name].code).join(', ');
+      const description = spec.description[0]!.toLowerCase() + spec.description.slice(1);
+      some[header] = { description: `With ${codes}: ${description}`, schema: spec.schema };
+    }
+  }
+  return { ...headerRefs([...every, ...limited]), ...some };
+}
 
 /** Error answers by status; `limited`: the rate-limit headers these answers may carry. */
 function errorResponses(byStatus: Map<number, ErrorName[]>, limited: HeaderName[] = []): Json {
@@ -199,21 +151,9 @@ function errorResponses(byStatus: Map<number, ErrorName[]>, limited: HeaderName[
     const codes = names.map(
       (name) => `\`${errorCatalogue[name].code}\` ${errorCatalogue[name].message}`,
     );
-    const headers = new Set(names.flatMap((name) => errorHeaders[name] ?? []));
-    // The 409 of a create with a key: Retry-After comes with 40903 only, so it is optional
-    // here, and a refusal kept for the key is marked when it is replayed.
-    const keyed = names.includes('idempotencyKeyInFlight')
-      ? {
-          'Retry-After': {
-            description: 'With 40903: seconds after which the request may be retried.',
-            schema: { type: 'string', pattern: '^[0-9]+$' },
-          },
-          'Idempotent-Replayed': { $ref: '#/components/headers/Idempotent-Replayed' },
-        }
-      : {};
     out[String(status)] = {
       description: `Error. \`error\` is one of:\n\n- ${codes.join('\n- ')}`,
-      headers: { ...headerRefs([...headers, ...limited]), ...keyed },
+      headers: errorHeadersOf(names, limited),
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
     };
   }
@@ -366,7 +306,7 @@ export function buildOpenApiDocument(): Json {
       schemas: Object.fromEntries(
         Object.entries(components).map(([name, schema]) => [name, toJson(schema)]),
       ),
-      headers: { ...headerComponents, ...preflightHeaderComponents },
+      headers: { ...RESPONSE_HEADERS, ...preflightHeaderComponents },
     },
     'x-error-catalogue': Object.entries(errorCatalogue).map(([name, kind]) => ({
       name,

@@ -1,19 +1,9 @@
 import type { TSchema } from '@sinclair/typebox';
 import { type ErrorName, errorCatalogue, statusOf } from '../core/errors.js';
 import type { Scope } from '../core/scopes.js';
+import type { HeaderName } from './response-headers.js';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
-
-/** Response headers the document describes once, under components/headers. */
-export type HeaderName =
-  | 'Location'
-  | 'Link'
-  | 'WWW-Authenticate'
-  | 'Retry-After'
-  | 'ETag'
-  | 'RateLimit'
-  | 'RateLimit-Policy'
-  | 'Idempotent-Replayed';
 
 export interface ResponseSpec {
   description: string;

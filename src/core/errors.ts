@@ -100,18 +100,32 @@ export interface ErrorBody {
  * @example throw new ApiError('plantNotFound', `No plant has id ${id}.`)
  */
 export class ApiError extends Error {
+  readonly errorName: ErrorName;
   readonly kind: ErrorKind;
   readonly status: number;
-  /** Extra response headers this answer needs (WWW-Authenticate, Allow, ...). */
+  /**
+   * Values of the response headers this refusal carries that depend on the request (the
+   * challenge of WWW-Authenticate, Allow, a rate limit's Retry-After and fields), by lower
+   * case name. Which headers an error carries is the HTTP layer's table, not the caller's.
+   */
   readonly headers: Readonly<Record<string, string>>;
+  /** The answer kept for an Idempotency-Key, given again rather than produced again. */
+  readonly replayed: boolean;
 
-  constructor(name: ErrorName, detail?: string, headers: Record<string, string> = {}) {
+  constructor(
+    name: ErrorName,
+    detail?: string,
+    headers: Record<string, string> = {},
+    { replayed = false }: { replayed?: boolean } = {},
+  ) {
     const kind = errorCatalogue[name];
     super(detail ?? kind.message);
     this.name = 'ApiError';
+    this.errorName = name;
     this.kind = kind;
     this.status = statusOf(kind);
     this.headers = headers;
+    this.replayed = replayed;
   }
 
   toBody(): ErrorBody {

@@ -29,9 +29,6 @@ export interface Writer extends WriteOrigin {
   tokenId: number;
 }
 
-/** Tells a client that this answer is the one kept for its Idempotency-Key. */
-export const REPLAYED_HEADER = 'idempotent-replayed';
-
 /** The plant operations of the API, in terms of the store and the error catalogue. */
 export class PlantService {
   constructor(
@@ -58,7 +55,7 @@ export class PlantService {
       case 'mismatch':
         throw new ApiError('idempotencyKeyReused');
       case 'in-flight':
-        throw new ApiError('idempotencyKeyInFlight', undefined, { 'retry-after': '1' });
+        throw new ApiError('idempotencyKeyInFlight');
       case 'answered':
         return replay(claim.answer);
       case 'claimed':
@@ -74,7 +71,7 @@ export class PlantService {
     } catch (error) {
       // Another request holds the key now (this one outlived its lease): leave it be.
       if (error instanceof KeyNotHeldError) {
-        throw new ApiError('idempotencyKeyInFlight', undefined, { 'retry-after': '1' });
+        throw new ApiError('idempotencyKeyInFlight');
       }
       if (error instanceof ApiError) {
         // A refusal is the request's answer, and a retry gets it again. Should keeping it
@@ -150,7 +147,7 @@ export class PlantService {
 function replay(answer: KeptAnswer): Created {
   if ('plant' in answer) return { plant: answer.plant, replayed: true };
   const name = errorNamed(answer.error.error) ?? 'internal';
-  throw new ApiError(name, answer.error.message, { [REPLAYED_HEADER]: 'true' });
+  throw new ApiError(name, answer.error.message, {}, { replayed: true });
 }
 
 /** Runs a conditional write; the plant changing between the check and the write is 412. */

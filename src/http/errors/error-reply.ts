@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { errorHeaderValues } from '../../api/error-headers.js';
 import { ApiError, type ErrorName } from '../../core/errors.js';
 import { StoreUnavailableError } from '../../store/store.js';
 import { allowedMethods } from '../../api/allowed-methods.js';
@@ -27,7 +28,7 @@ const byStatus: Record<number, ErrorName> = {
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof StoreUnavailableError) {
-    return new ApiError('storeUnavailable', undefined, { 'retry-after': '1' });
+    return new ApiError('storeUnavailable');
   }
   const { code, statusCode } = (error ?? {}) as { code?: string; statusCode?: number };
   const name = (code && fastifyErrors[code]) || (statusCode && byStatus[statusCode]);
@@ -45,7 +46,7 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   if (bodyPending(reply.request.raw)) reply.header('connection', 'close');
   return reply
     .code(error.status)
-    .headers(error.headers)
+    .headers(errorHeaderValues(error))
     .type('application/json; charset=utf-8')
     .send(error.toBody());
 }

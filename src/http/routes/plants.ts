@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { etagOf } from '../../core/etag.js';
 import { PLANT_LIMITS } from '../../core/plant.js';
-import { type PlantService, REPLAYED_HEADER, type Writer } from '../../service/plant-service.js';
+import type { PlantService, Writer } from '../../service/plant-service.js';
 import { idempotencyKeyOf } from '../../api/idempotency-key.js';
 import {
   createPlant,
@@ -29,7 +29,7 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
   route(app, createPlant, async (request, reply) => {
     const key = idempotencyKeyOf(request.headers, request.raw.rawHeaders);
     const { plant, replayed } = await plants.create(request.body, writer(request), key);
-    if (replayed) reply.header(REPLAYED_HEADER, 'true');
+    if (replayed) reply.header('idempotent-replayed', 'true');
     return reply
       .code(201)
       .header('location', `/plants/${plant.id}`)

@@ -64,7 +64,7 @@ export function systemRoutes(app: FastifyInstance, store: Store): void {
       await withTimeout(store.ping(), READINESS_TIMEOUT_MS);
     } catch (error) {
       request.log.warn({ err: error }, 'database not ready');
-      throw new ApiError('storeUnavailable', undefined, { 'retry-after': '1' });
+      throw new ApiError('storeUnavailable');
     }
     return { status: 'ok' as const };
   });
