@@ -6,9 +6,9 @@ import {
   formatRateLimit,
   parseRateLimit,
   secondsLeft,
-  WindowCounts,
   windowStart,
 } from '../src/core/rate-limit.js';
+import { WindowCounts } from '../src/core/window-counts.js';
 import { limitField, policyField } from '../src/api/rate-limit-fields.js';
 
 // The pure parts of rate limiting: parsing limits, fixed windows, counting and deciding,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { WindowCounts } from '../src/core/rate-limit.js';
+import { WindowCounts } from '../src/core/window-counts.js';
 import { PURGE_INTERVAL_MS, RateLimitSync } from '../src/service/rate-limit-sync.js';
 import type { RateLimitCount, RateLimitStore } from '../src/store/store.js';
 

@@ -6,6 +6,9 @@
 /** Bytes a request body may have (413 beyond). */
 export const BODY_LIMIT = 64 * 1024;
 
+/** Bytes the header section of a request may have (431 beyond): Node's default, set explicitly. */
+export const HEADER_SECTION_LIMIT = 16 * 1024;
+
 /** A whole request (headers and body) must arrive within this (408 beyond). */
 export const REQUEST_TIMEOUT_MS = 30_000;
 

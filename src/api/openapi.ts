@@ -1,19 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { errorCatalogue, type ErrorName, statusOf } from '../core/errors.js';
 import { IDEMPOTENCY_KEY_TTL_MS } from '../core/idempotency.js';
-import { INT64_MAX, INT64_MIN } from '../core/int64.js';
-import { JSON_LIMITS } from './json.js';
-import {
-  BODY_LIMIT,
-  HEADERS_TIMEOUT_MS,
-  KEEP_ALIVE_TIMEOUT_MS,
-  IN_FLIGHT_PER_CONNECTION,
-  MAX_CONNECTIONS,
-  PIPELINED_PER_CONNECTION,
-  SEND_TIMEOUT_MS,
-  REQUEST_TIMEOUT_MS,
-  SHUTDOWN_GRACE_MS,
-} from './limits.js';
+import { description } from './openapi-description.js';
 import { errorsByStatus, groupByStatus, type OperationSpec } from './operation.js';
 import { ERROR_HEADERS } from './error-headers.js';
 import {
@@ -23,7 +11,6 @@ import {
   RESPONSE_HEADERS,
 } from './response-headers.js';
 import {
-  corsDescription,
   PREFLIGHT_ERRORS,
   preflightHeaderComponents,
   preflightOperation,
@@ -180,87 +167,6 @@ function operation(op: OperationSpec): Json {
     responses: responses(op),
   };
 }
-
-const catalogueTable = Object.entries(errorCatalogue)
-  .map(([name, kind]) => `| ${kind.code} | ${statusOf(kind)} | ${name} | ${kind.message} |`)
-  .join('\n');
-
-const seconds = (ms: number) => `${ms / 1000} s`;
-
-const description = `A plant store. Every plant is identified by a signed 64-bit integer id
-(${INT64_MIN} to ${INT64_MAX}), exact everywhere: in paths and query strings as a canonical
-decimal (no sign on positives, no leading zeros), in JSON as an integer (never a string).
-
-Every operation under /plants needs \`Authorization: Bearer <ACCESS_TOKEN>\`; reads need
-the scope \`plants:read\`, writes \`plants:write\`. Checks run in this order: routing (unknown
-path \`404\`, unsupported method \`405\` with \`Allow\`), the client address's
-failed-authentication limit (\`429\`), authentication (\`401\`), the token's rate limit
-(\`429\`), scope (\`403\`), then input (\`400\`, \`413\`, \`415\`).
-
-Every error, whatever its status, is \`application/json\` \`{"error": <int32>, "message": <string>}\`
-and carries \`X-Request-Id\`. Besides the answers listed per operation, any request can get
-\`404\` (no such path) or \`405\` (method not supported on the path, with \`Allow\`), both with
-the Error body. \`HEAD\` is not served (\`405\`), nor \`OPTIONS\` except as a CORS preflight.
-When the database is locked or unreachable, operations answer \`503\` with \`Retry-After\`.
-
-## Limits
-
-- Size: request bodies ${BODY_LIMIT / 1024} KiB (\`413\`), the header section 16 KiB (\`431\`);
-  a JSON body may nest ${JSON_LIMITS.depth} levels deep and hold arrays of ${JSON_LIMITS.arrayItems}
-  items at most (\`400\`, 40009), checked before it is parsed.
-- Time: the header section must arrive within ${seconds(HEADERS_TIMEOUT_MS)} and the whole
-  request, headers and body, within ${seconds(REQUEST_TIMEOUT_MS)} (\`408\`, then the
-  connection is closed); an idle keep-alive connection is closed after
-  ${seconds(KEEP_ALIVE_TIMEOUT_MS)}. These are the defaults; a server may be started with
-  others (\`--headers-timeout\`, \`--request-timeout\`, \`--keep-alive-timeout\`).
-- Sending: an answer of which the client takes nothing for ${seconds(SEND_TIMEOUT_MS)}
-  closes its connection (\`--send-timeout\`).
-- Connections: a process keeps at most ${MAX_CONNECTIONS} open by default
-  (\`--max-connections\`); one beyond is closed at once, without an answer. A connection
-  has at most ${IN_FLIGHT_PER_CONNECTION} requests answered at once, and nothing more is read from it
-  meanwhile; a client that pipelines more than ${PIPELINED_PER_CONNECTION} requests ahead of
-  its answers is disconnected.
-- Versions: HTTP/1.1 and HTTP/1.0; any other version on the request line is \`505\`.
-- Shutdown: requests still running ${seconds(SHUTDOWN_GRACE_MS)} after the server was told
-  to stop are cut off (\`--shutdown-grace\`).
-
-## Headers on every answer
-
-\`X-Request-Id\`; \`X-Content-Type-Options: nosniff\`, so a browser never treats an answer
-as another type than the one sent; \`Cache-Control: no-store\`, as answers hold one token
-holder's view of the data (only the assets of /docs may be cached). No \`X-Powered-By\`.
-
-## CORS
-
-${corsDescription}
-
-## Rate limits
-
-Two limits apply to the operations that take a token, in fixed windows aligned to the clock
-(by default; the operator may change or turn off either, and \`RateLimit-Policy\` says what
-applies):
-
-- **per token**: 100000 requests per 60 s window, every request with a valid token counting,
-  whatever its answer. Beyond that, \`429\` with error 42901 until the window ends.
-- **per client address, failed authentications**: 100 \`401\` answers per 60 s window. Beyond
-  that, requests from the address are \`429\` with error 42902 until the window ends, before
-  their token is looked up, except those whose token this server has already verified.
-  Credentials still being checked count as failures until they turn out valid: guesses sent
-  at once are held to the limit like guesses sent one after another.
-
-Every \`429\` carries \`Retry-After\` (seconds until the window ends). Answers report the
-limit that applied to them in \`RateLimit\` and \`RateLimit-Policy\`
-(draft-ietf-httpapi-ratelimit-headers-11): the token's on answers after the token is verified,
-the address's on \`401\`s and on 42902.
-
-## Error catalogue
-
-\`Math.trunc(error / 100)\` is the HTTP status.
-
-| error | status | name | meaning |
-|---|---|---|---|
-${catalogueTable}
-`;
 
 /** The OpenAPI 3.1 document of exactly what the server routes and answers. */
 export function buildOpenApiDocument(): Json {

@@ -12,6 +12,7 @@ import { corsPolicy } from './hooks/cors.js';
 import type { CorsOrigins } from '../api/cors-origins.js';
 import {
   BODY_LIMIT,
+  HEADER_SECTION_LIMIT,
   HEADERS_TIMEOUT_MS,
   IN_FLIGHT_PER_CONNECTION,
   KEEP_ALIVE_TIMEOUT_MS,
@@ -108,6 +109,7 @@ export function buildApp({
         requireHostHeader: false,
         headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
         requestTimeout: requestTimeoutMs,
+        maxHeaderSize: HEADER_SECTION_LIMIT,
         // Node checks the timeouts this often (30 s by default), so they hold to about 1 s.
         connectionsCheckingInterval: 1_000,
       });

@@ -1,4 +1,4 @@
-import type { WindowCounts } from '../core/rate-limit.js';
+import type { WindowCounts } from '../core/window-counts.js';
 import type { RateLimitStore } from '../store/store.js';
 
 /** How often a process adds its counts to the shared store and learns the totals. */

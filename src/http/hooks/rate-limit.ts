@@ -1,12 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addressKey } from '../../core/address-key.js';
 import { ApiError } from '../../core/errors.js';
-import {
-  type RateLimitOptions,
-  type RateLimitPolicy,
-  type Reservation,
-  WindowCounts,
-} from '../../core/rate-limit.js';
+import { type RateLimitOptions, type RateLimitPolicy } from '../../core/rate-limit.js';
+import { type Reservation, WindowCounts } from '../../core/window-counts.js';
 import type { TokenRecord } from '../../core/tokens.js';
 import { RateLimitSync } from '../../service/rate-limit-sync.js';
 import type { Store } from '../../store/store.js';
