@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { formatEntry, parseSince } from '../src/cli/audit-command.js';
-import { buildApp } from '../src/http/app.js';
+import { composeApp } from '../src/cli/compose.js';
 import { TokenService } from '../src/service/token-service.js';
 import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
 import type { Store } from '../src/store/store.js';
@@ -185,7 +185,7 @@ describe('an empty merge patch', () => {
     },
     postgres: async (t) => {
       const store = await openPostgresStore({ url: await freshDatabase(t) });
-      const app = buildApp({ store });
+      const app = composeApp({ store });
       t.after(async () => {
         await app.close();
         await store.close();

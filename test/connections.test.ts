@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { buildApp } from '../src/http/app.js';
+import { composeApp } from '../src/cli/compose.js';
 import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { makeTempDir } from './helpers/setup.js';
 
@@ -37,7 +37,7 @@ function health(socket: Socket): Promise<string> {
 
 test('connections beyond --max-connections are closed at once; the others are served', async (t) => {
   const store = openSqliteStore({ file: join(makeTempDir(t), 'c.db') });
-  const app = buildApp({ store, maxConnections: 2 });
+  const app = composeApp({ store, maxConnections: 2 });
   await app.listen({ port: 0, host: '127.0.0.1' });
   t.after(async () => {
     await app.close();

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
-import { buildApp } from '../src/http/app.js';
+import { composeApp } from '../src/cli/compose.js';
 import { type CorsOrigins, parseCorsOrigins } from '../src/api/cors-origins.js';
 import { TokenService } from '../src/service/token-service.js';
 import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
@@ -25,7 +25,7 @@ type Answer = { error: bigint; message: string };
 /** An app with CORS for `origins`; `call` checks each answer against the served document. */
 async function corsApp(t: TestContext, origins: CorsOrigins) {
   const store = openSqliteStore({ file: join(makeTempDir(t), 'cors.db') });
-  const app = buildApp({ store, corsOrigins: origins });
+  const app = composeApp({ store, corsOrigins: origins });
   t.after(async () => {
     await app.close();
     await store.close();

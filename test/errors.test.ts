@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { buildApp } from '../src/http/app.js';
+import { composeApp } from '../src/cli/compose.js';
 import { body, setup } from './helpers/setup.js';
 
 test('an unexpected failure is a 500 Error body that reveals nothing internal', async (t) => {
@@ -14,7 +14,7 @@ test('an unexpected failure is a 500 Error body that reveals nothing internal', 
       },
     },
   };
-  const app = buildApp({ store: failing });
+  const app = composeApp({ store: failing });
   t.after(() => app.close());
   const res = await app.inject({
     method: 'GET',

@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { test } from 'node:test';
 import type { InjectOptions } from 'fastify';
-import { buildApp } from '../src/http/app.js';
+import { composeApp } from '../src/cli/compose.js';
 import { TokenService } from '../src/service/token-service.js';
 import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { makeTempDir } from './helpers/setup.js';
@@ -48,7 +48,7 @@ async function loggedApp(t: TestContext, options: { trustProxy?: string } = {}):
       done();
     },
   });
-  const app = buildApp({ store, logger: { level: 'info', stream }, ...options });
+  const app = composeApp({ store, logger: { level: 'info', stream }, ...options });
   t.after(async () => {
     await app.close();
     await store.close();
@@ -345,7 +345,7 @@ test('a line logged through request.log (the lazy child logger, on a 500) carrie
       get: () => Promise.reject(new Error('disk on fire')),
     },
   };
-  const app = buildApp({ store: failing, logger: { level: 'info', stream } });
+  const app = composeApp({ store: failing, logger: { level: 'info', stream } });
   t.after(async () => {
     await app.close();
     await store.close();

@@ -4,7 +4,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { errorCatalogue } from '../src/core/errors.js';
-import { buildApp } from '../src/http/app.js';
+import { composeApp } from '../src/cli/compose.js';
 import { READINESS_TIMEOUT_MS } from '../src/http/routes/system.js';
 import { TokenService } from '../src/service/token-service.js';
 import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
@@ -66,7 +66,7 @@ async function harness(t: TestContext): Promise<Harness> {
   );
 
   const store = await openPostgresStore({ url });
-  const app = buildApp({ store });
+  const app = composeApp({ store });
   t.after(async () => {
     await app.close();
     // Whatever state the test left the proxy in, the pool's sockets end at once.

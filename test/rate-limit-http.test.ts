@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { parseList } from 'structured-headers';
 import type { RateLimitOptions } from '../src/core/rate-limit.js';
-import type { AppOptions } from '../src/http/app.js';
+import type { ComposeOptions } from '../src/cli/compose.js';
 import { StoreUnavailableError, type TokenStore } from '../src/store/store.js';
 import { body, type Call, setup } from './helpers/setup.js';
 
@@ -36,7 +36,7 @@ function assertNoRateLimitFields(res: Answer, what: string): void {
 async function limited(
   t: TestContext,
   rateLimits: RateLimitOptions,
-  options: Omit<AppOptions, 'store' | 'rateLimits' | 'now'> = {},
+  options: Omit<ComposeOptions, 'store' | 'rateLimits' | 'now'> = {},
 ) {
   const clock = { now: T0 };
   const ctx = await setup(t, { ...options, rateLimits, now: () => clock.now });

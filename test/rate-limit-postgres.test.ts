@@ -3,7 +3,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { parseList } from 'structured-headers';
-import { buildApp } from '../src/http/app.js';
+import { composeApp } from '../src/cli/compose.js';
 import { SYNC_INTERVAL_MS } from '../src/service/rate-limit-sync.js';
 import { TokenService } from '../src/service/token-service.js';
 import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
@@ -224,7 +224,7 @@ if (POSTGRES_SKIP) {
         const url = await freshDatabase(t);
         const store = await openPostgresStore({ url });
         await awayFromMidnight(60_000);
-        const app = buildApp({
+        const app = composeApp({
           store,
           rateLimits: { perToken: null, authFailures: { quota: 100, windowSeconds: 86_400 } },
         });
@@ -274,7 +274,7 @@ if (POSTGRES_SKIP) {
       const { url, direct, proxy } = await databaseBehindProxy(t);
       const store = await openPostgresStore({ url });
       await awayFromMidnight(60_000);
-      const app = buildApp({
+      const app = composeApp({
         store,
         rateLimits: { perToken: { quota: 5, windowSeconds: 86_400 }, authFailures: null },
       });

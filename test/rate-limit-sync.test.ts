@@ -42,8 +42,9 @@ function logRecorder() {
   return {
     lines,
     log: {
-      warn: (_details: object, message: string) => lines.push(`warn: ${message}`),
-      info: (message: string) => lines.push(`info: ${message}`),
+      error: (_fields: object, message: string) => void lines.push(`error: ${message}`),
+      warn: (_fields: object, message: string) => void lines.push(`warn: ${message}`),
+      info: (_fields: object, message: string) => void lines.push(`info: ${message}`),
     },
   };
 }
@@ -52,7 +53,7 @@ function logRecorder() {
 function process(store: RateLimitStore | undefined, clock: { now: number }) {
   const counts = new WindowCounts<number>(POLICY);
   const { lines, log } = logRecorder();
-  const sync = new RateLimitSync([counts], store, log, () => clock.now);
+  const sync = new RateLimitSync({ tokens: counts }, store, log, () => clock.now);
   return { counts, sync, lines };
 }
 

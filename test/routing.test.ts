@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { buildApp } from '../src/http/app.js';
+import { composeApp } from '../src/cli/compose.js';
 import { body, setup } from './helpers/setup.js';
 
 // Routing, operational endpoints, request ids and errors of the HTTP parser (DESIGN §3).
@@ -96,7 +96,7 @@ test('/readyz is 503 50301 when the database does not answer; /healthz stays 200
       throw new Error('connection refused at 10.0.0.7:5432');
     },
   };
-  const app = buildApp({ store: failing });
+  const app = composeApp({ store: failing });
   t.after(() => app.close());
   const res = await app.inject({ method: 'GET', url: '/readyz' });
   assert.equal(res.statusCode, 503);

@@ -154,7 +154,7 @@ function program(): Command {
         return;
       }
       // Loaded here so that token commands do not pay for the HTTP stack.
-      const { serve } = await import('../http/server.js');
+      const { serve } = await import('./serve.js');
       await serve({
         host: options.host,
         port: options.port,

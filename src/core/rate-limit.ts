@@ -13,6 +13,10 @@ export interface RateLimitPolicy extends RateLimit {
   readonly name: string;
 }
 
+/** Policy names, as the RateLimit and RateLimit-Policy fields give them. */
+export const TOKEN_POLICY = 'token';
+export const FAILED_AUTH_POLICY = 'failed-auth';
+
 /** The two limits; null turns one off. */
 export interface RateLimitOptions {
   /** Requests per token: every request that presents a valid token counts. */

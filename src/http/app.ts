@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { PlantService } from '../service/plant-service.js';
-import { TokenService } from '../service/token-service.js';
-import type { Store } from '../store/store.js';
+import type { PlantService } from '../service/plant-service.js';
+import type { RateLimitCounts } from '../service/rate-limit-sync.js';
+import type { TokenService } from '../service/token-service.js';
 import { authenticate } from './hooks/auth.js';
 import { bodyRefusal, expectsContinue, registerJsonParsers } from './hooks/body.js';
-import { DEFAULT_RATE_LIMITS, type RateLimitOptions } from '../core/rate-limit.js';
 import { installErrorHandling, sendError, toApiError } from './errors/error-reply.js';
 import { corsPolicy } from './hooks/cors.js';
 import type { CorsOrigins } from '../api/cors-origins.js';
@@ -31,8 +30,17 @@ import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 
-export interface AppOptions {
-  store: Store;
+/** What the app serves with, built by its caller (src/cli/compose.ts). */
+export interface AppServices {
+  plants: PlantService;
+  tokens: TokenService;
+  /** What the rate limits count in; a limit turned off has no counts. */
+  rateLimitCounts: RateLimitCounts;
+  /** Resolves when the database answers; `/readyz` is 200 then, 503 otherwise. */
+  ready: () => Promise<void>;
+}
+
+export interface AppOptions extends AppServices {
   /** Pino options (or false for silence); the Authorization header is always redacted. */
   logger?: FastifyServerOptions['logger'];
   /** Overrides REQUEST_TIMEOUT_MS. */
@@ -47,8 +55,6 @@ export interface AppOptions {
   corsOrigins?: CorsOrigins;
   /** Overrides MAX_CONNECTIONS. */
   maxConnections?: number;
-  /** Defaults to DEFAULT_RATE_LIMITS. */
-  rateLimits?: RateLimitOptions;
   /**
    * Proxies (addresses, CIDR ranges, `loopback`, ...) whose X-Forwarded-For names the
    * client address; false (the default) takes the address of the connection.
@@ -67,11 +73,15 @@ function requestId(request: IncomingMessage): string {
 }
 
 /**
- * Builds the HTTP application around a store. Does no I/O itself: the caller opens the
- * store, listens, and closes both (see server.ts); tests use `inject` instead.
+ * Builds the HTTP application around the services. Does no I/O itself: the caller opens
+ * the store, builds the services, listens and closes (see src/cli/compose.ts and
+ * src/cli/serve.ts); tests use `inject` instead.
  */
 export function buildApp({
-  store,
+  plants,
+  tokens,
+  rateLimitCounts,
+  ready,
   logger = false,
   requestTimeoutMs = REQUEST_TIMEOUT_MS,
   headersTimeoutMs = HEADERS_TIMEOUT_MS,
@@ -79,7 +89,6 @@ export function buildApp({
   sendTimeoutMs = SEND_TIMEOUT_MS,
   maxConnections = MAX_CONNECTIONS,
   corsOrigins,
-  rateLimits: limitOptions = DEFAULT_RATE_LIMITS,
   trustProxy = false,
   now,
 }: AppOptions): FastifyInstance {
@@ -148,8 +157,8 @@ export function buildApp({
   );
   // Hooks are written with callbacks, not async: on the hot path every check is
   // synchronous (tokens come from the cache), and a promise per hook is measurable.
-  const limits = rateLimits(app, store, limitOptions, now);
-  const credentialsRefusal = authenticate(new TokenService(store.tokens), limits);
+  const limits = rateLimits(rateLimitCounts, now);
+  const credentialsRefusal = authenticate(tokens, limits);
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
     const malformed = protocolRefusal(request.raw);
@@ -172,7 +181,7 @@ export function buildApp({
     done(refused ?? null, payload);
   });
 
-  plantRoutes(app, new PlantService(store.plants, store.idempotency));
-  systemRoutes(app, store);
+  plantRoutes(app, plants);
+  systemRoutes(app, ready);
   return app;
 }

@@ -1,3 +1,4 @@
+import { type Log, silentLog } from '../core/log.js';
 import type { WriteOrigin } from '../core/audit.js';
 import { ApiError, errorNamed } from '../core/errors.js';
 import { etagOf, type IfMatch, matches } from '../core/etag.js';
@@ -35,6 +36,7 @@ export class PlantService {
     private readonly store: PlantStore,
     private readonly keys: IdempotencyStore,
     private readonly now: () => Date = () => new Date(),
+    private readonly log: Log = silentLog,
   ) {}
 
   /**
@@ -76,16 +78,23 @@ export class PlantService {
       if (error instanceof ApiError) {
         // A refusal is the request's answer, and a retry gets it again. Should keeping it
         // fail, the key is freed instead: the refusal still stands.
-        await this.keys
-          .settle(key, error.status, error.toBody())
-          .catch(() => this.keys.release(key))
-          .catch(() => undefined);
+        await this.keys.settle(key, error.status, error.toBody()).catch((settling: unknown) => {
+          this.log.warn({ err: settling }, 'refusal not kept for its Idempotency-Key');
+          return this.freeKey(key);
+        });
       } else {
         // No definite answer (the database failed): the create may be retried for real.
-        await this.keys.release(key).catch(() => undefined);
+        await this.freeKey(key);
       }
       throw error;
     }
+  }
+
+  /** Frees a key for a retry; should that fail too, its lease frees it within a minute. */
+  private async freeKey(key: ClaimedKey): Promise<void> {
+    await this.keys.release(key).catch((error: unknown) => {
+      this.log.warn({ err: error }, 'Idempotency-Key not freed; its lease will free it');
+    });
   }
 
   private async insert(input: NewPlant, by: Writer, idempotencyKey?: ClaimedKey): Promise<Plant> {

@@ -1,4 +1,6 @@
-import type { WindowCounts } from '../core/window-counts.js';
+import type { Log } from '../core/log.js';
+import { FAILED_AUTH_POLICY, type RateLimitOptions, TOKEN_POLICY } from '../core/rate-limit.js';
+import { WindowCounts } from '../core/window-counts.js';
 import type { RateLimitStore } from '../store/store.js';
 
 /** How often a process adds its counts to the shared store and learns the totals. */
@@ -10,9 +12,21 @@ export const PURGE_INTERVAL_MS = 60_000;
 /** Windows are purged this long after their end, so clocks a little apart do not matter. */
 const PURGE_GRACE_SECONDS = 60;
 
-interface SyncLog {
-  warn(details: object, message: string): void;
-  info(message: string): void;
+/** What the two limits have counted in this process; a limit turned off has none. */
+export interface RateLimitCounts {
+  readonly tokens?: WindowCounts<number>;
+  readonly addresses?: WindowCounts<string>;
+}
+
+export function rateLimitCounts(options: RateLimitOptions): RateLimitCounts {
+  return {
+    ...(options.perToken !== null && {
+      tokens: new WindowCounts<number>({ name: TOKEN_POLICY, ...options.perToken }),
+    }),
+    ...(options.authFailures !== null && {
+      addresses: new WindowCounts<string>({ name: FAILED_AUTH_POLICY, ...options.authFailures }),
+    }),
+  };
 }
 
 /**
@@ -29,13 +43,18 @@ export class RateLimitSync {
   private running = false;
   private failing = false;
   private lastPurge = 0;
+  private readonly counts: readonly WindowCounts<string | number>[];
 
   constructor(
-    private readonly counts: readonly WindowCounts<string | number>[],
+    counts: RateLimitCounts,
     private readonly store: RateLimitStore | undefined,
-    private readonly log: SyncLog,
+    private readonly log: Log,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.counts = [counts.tokens, counts.addresses].filter((c) => c !== undefined) as WindowCounts<
+      string | number
+    >[];
+  }
 
   start(): void {
     this.timer ??= setInterval(() => void this.tick(), SYNC_INTERVAL_MS).unref();
@@ -81,7 +100,7 @@ export class RateLimitSync {
         this.lastPurge = nowMs;
         await store.purge(Math.floor(nowMs / 1_000) - PURGE_GRACE_SECONDS);
       }
-      if (this.failing) this.log.info('rate-limit counts are shared again');
+      if (this.failing) this.log.info({}, 'rate-limit counts are shared again');
       this.failing = false;
     } catch (error) {
       for (const counts of this.counts) counts.restore();

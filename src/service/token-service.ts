@@ -1,3 +1,4 @@
+import { type Log, silentLog } from '../core/log.js';
 import type { Scope } from '../core/scopes.js';
 import { generateToken, hashToken, isTokenUsable, type TokenRecord } from '../core/tokens.js';
 import type { RevokeOutcome, TokenStore } from '../store/store.js';
@@ -37,6 +38,7 @@ export class TokenService {
   constructor(
     private readonly store: TokenStore,
     private readonly now: () => Date = () => new Date(),
+    private readonly log: Log = silentLog,
   ) {}
 
   /** Returns the token itself, which is never stored and cannot be shown again. */
@@ -100,7 +102,9 @@ export class TokenService {
     this.lastTouched.set(record.id, now.getTime());
     // Best effort, off the request's path: a slow or unreachable database must neither
     // fail nor delay a request over a "last used" date.
-    void this.store.touch(record.id, now).catch(() => undefined);
+    void this.store.touch(record.id, now).catch((error: unknown) => {
+      this.log.warn({ err: error, tokenId: record.id }, 'token last-used date not saved');
+    });
     return record;
   }
 

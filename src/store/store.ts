@@ -167,10 +167,4 @@ export class IdsExhaustedError extends Error {
   }
 }
 
-/** The database cannot be reached or is locked: the request may succeed if retried. */
-export class StoreUnavailableError extends Error {
-  constructor(cause: unknown) {
-    super('the database is unavailable', { cause });
-    this.name = 'StoreUnavailableError';
-  }
-}
+export { StoreUnavailableError } from '../core/unavailable.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Scope } from '../../src/core/scopes.js';
-import { type AppOptions, buildApp } from '../../src/http/app.js';
+import { type ComposeOptions, composeApp } from '../../src/cli/compose.js';
 import { parseJson } from '../../src/api/json.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -43,11 +43,11 @@ export function makeTempDir(t: TestContext): string {
 /** A fresh app on a fresh SQLite database, closed when the test ends. */
 export async function setup(
   t: TestContext,
-  options: Omit<AppOptions, 'store'> = {},
+  options: Omit<ComposeOptions, 'store'> = {},
 ): Promise<TestApp> {
   const file = join(makeTempDir(t), 'test.db');
   const store = openSqliteStore({ file });
-  const app = buildApp({ ...options, store });
+  const app = composeApp({ ...options, store });
   t.after(async () => {
     await app.close();
     await store.close();

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorHeaderValues } from '../../api/error-headers.js';
 import { ApiError, type ErrorName } from '../../core/errors.js';
-import { StoreUnavailableError } from '../../store/store.js';
+import { StoreUnavailableError } from '../../core/unavailable.js';
 import { allowedMethods } from '../../api/allowed-methods.js';
 import { hasBody } from '../../api/headers.js';
 

@@ -1,26 +1,22 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { addressKey } from '../../core/address-key.js';
 import { ApiError } from '../../core/errors.js';
-import { type RateLimitOptions, type RateLimitPolicy } from '../../core/rate-limit.js';
-import { type Reservation, WindowCounts } from '../../core/window-counts.js';
+import type { RateLimitPolicy } from '../../core/rate-limit.js';
+import type { Reservation, WindowCounts } from '../../core/window-counts.js';
 import type { TokenRecord } from '../../core/tokens.js';
-import { RateLimitSync } from '../../service/rate-limit-sync.js';
-import type { Store } from '../../store/store.js';
+import type { RateLimitCounts } from '../../service/rate-limit-sync.js';
 import type { AuthAttempt, AuthLimits, FailureLimit } from './auth.js';
 import { limitField, policyField } from '../../api/rate-limit-fields.js';
 
-/** Policy names, as the RateLimit and RateLimit-Policy fields give them. */
-export const TOKEN_POLICY = 'token';
-export const FAILED_AUTH_POLICY = 'failed-auth';
-
 /** One policy with its counts and its preformatted fields. */
 class Limited<K extends string | number> {
-  readonly counts: WindowCounts<K>;
+  readonly policy: RateLimitPolicy;
   readonly policyField: string;
   readonly limitField: (remaining: number, reset: number) => string;
 
-  constructor(readonly policy: RateLimitPolicy) {
-    this.counts = new WindowCounts<K>(policy);
+  constructor(readonly counts: WindowCounts<K>) {
+    const policy = counts.policy;
+    this.policy = policy;
     this.policyField = policyField(policy);
     this.limitField = limitField(policy);
   }
@@ -128,40 +124,13 @@ class RequestLimits implements AuthLimits {
   }
 }
 
-/**
- * The rate limits of an app: undefined when both are off. Counting is in memory and
- * synchronous; when the store shares counts (PostgreSQL), a background loop adds them to
- * the shared totals while the app runs (started when it is ready, stopped when it closes).
- */
+/** The rate limits of an app, counting in `counts`: undefined when both are off. */
 export function rateLimits(
-  app: FastifyInstance,
-  store: Store,
-  options: RateLimitOptions,
+  counts: RateLimitCounts,
   now: () => number = Date.now,
 ): AuthLimits | undefined {
-  const tokens =
-    options.perToken === null
-      ? undefined
-      : new Limited<number>({ name: TOKEN_POLICY, ...options.perToken });
-  const addresses =
-    options.authFailures === null
-      ? undefined
-      : new Limited<string>({ name: FAILED_AUTH_POLICY, ...options.authFailures });
+  const tokens = counts.tokens && new Limited(counts.tokens);
+  const addresses = counts.addresses && new Limited(counts.addresses);
   if (tokens === undefined && addresses === undefined) return undefined;
-  const counts = [tokens?.counts, addresses?.counts].filter((c) => c !== undefined);
-  const sync = new RateLimitSync(
-    counts as WindowCounts<string | number>[],
-    store.rateLimits,
-    app.log,
-    now,
-  );
-  app.addHook('onReady', (done) => {
-    sync.start();
-    done();
-  });
-  app.addHook('onClose', (_app, done) => {
-    sync.stop();
-    done();
-  });
   return new RequestLimits(tokens, addresses, now);
 }

@@ -3,7 +3,6 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../core/errors.js';
-import type { Store } from '../../store/store.js';
 import { buildOpenApiDocument } from '../../api/openapi.js';
 import {
   getDocs,
@@ -53,7 +52,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-export function systemRoutes(app: FastifyInstance, store: Store): void {
+export function systemRoutes(app: FastifyInstance, ready: () => Promise<void>): void {
   const document = JSON.stringify(buildOpenApiDocument());
   const loaded = new Map<string, Buffer>();
 
@@ -61,7 +60,7 @@ export function systemRoutes(app: FastifyInstance, store: Store): void {
 
   route(app, getReadiness, async (request) => {
     try {
-      await withTimeout(store.ping(), READINESS_TIMEOUT_MS);
+      await withTimeout(ready(), READINESS_TIMEOUT_MS);
     } catch (error) {
       request.log.warn({ err: error }, 'database not ready');
       throw new ApiError('storeUnavailable');

@@ -1,10 +1,10 @@
 import type { FastifyServerOptions } from 'fastify';
 import { openStore, type StoreConfig } from '../store/open.js';
-import { type AppOptions, buildApp } from './app.js';
+import { composeApp, type ComposeOptions } from './compose.js';
 
-/** What `serve` passes on to buildApp: the limits, rate limits and CORS of the HTTP edge. */
+/** What `serve` passes on to the app: the limits, rate limits and CORS of the HTTP edge. */
 export type EdgeOptions = Pick<
-  AppOptions,
+  ComposeOptions,
   | 'maxConnections'
   | 'requestTimeoutMs'
   | 'headersTimeoutMs'
@@ -38,7 +38,7 @@ export async function serve({
 }: ServeOptions): Promise<void> {
   const store = await openStore(storeConfig);
   const logger: FastifyServerOptions['logger'] = { level: logLevel };
-  const app = buildApp({ store, logger, ...edge });
+  const app = composeApp({ store, logger, ...edge });
   let stopping = false;
   const stop = async (signal: NodeJS.Signals) => {
     if (stopping) return;

@@ -1,0 +1,60 @@
+import type { FastifyInstance } from 'fastify';
+import type { Log } from '../core/log.js';
+import { DEFAULT_RATE_LIMITS, type RateLimitOptions } from '../core/rate-limit.js';
+import { type AppOptions, type AppServices, buildApp } from '../http/app.js';
+import { PlantService } from '../service/plant-service.js';
+import { rateLimitCounts, RateLimitSync } from '../service/rate-limit-sync.js';
+import { TokenService } from '../service/token-service.js';
+import type { Store } from '../store/store.js';
+
+export interface ComposeOptions extends Omit<AppOptions, keyof AppServices> {
+  store: Store;
+  /** Defaults to DEFAULT_RATE_LIMITS. */
+  rateLimits?: RateLimitOptions;
+}
+
+/**
+ * A Log that writes through whatever logger `current` returns when a line is written:
+ * the services are built before the app whose logger they share.
+ */
+export function laterLog(current: () => Log | undefined): Log {
+  return {
+    error: (fields, message) => current()?.error(fields, message),
+    warn: (fields, message) => current()?.warn(fields, message),
+    info: (fields, message) => current()?.info(fields, message),
+  };
+}
+
+/**
+ * The application wired to an open store: the services over it, the rate-limit counts and
+ * their sync with the other instances (started when the app is ready, stopped when it
+ * closes), and the readiness probe. The caller opens and closes the store.
+ */
+export function composeApp({
+  store,
+  rateLimits = DEFAULT_RATE_LIMITS,
+  ...options
+}: ComposeOptions): FastifyInstance {
+  // Nothing logs while the app is being built, so `app` is set before the first line.
+  const log = laterLog(() => app.log);
+  const counts = rateLimitCounts(rateLimits);
+  const app = buildApp({
+    ...options,
+    plants: new PlantService(store.plants, store.idempotency, undefined, log),
+    tokens: new TokenService(store.tokens, undefined, log),
+    rateLimitCounts: counts,
+    ready: () => store.ping(),
+  });
+  if (counts.tokens !== undefined || counts.addresses !== undefined) {
+    const sync = new RateLimitSync(counts, store.rateLimits, log, options.now);
+    app.addHook('onReady', (done) => {
+      sync.start();
+      done();
+    });
+    app.addHook('onClose', (_app, done) => {
+      sync.stop();
+      done();
+    });
+  }
+  return app;
+}
