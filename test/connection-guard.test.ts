@@ -30,9 +30,12 @@ async function until(condition: () => boolean, what: string, ms = 10_000): Promi
 async function guarded(t: TestContext, limits = { inFlight: 3, pipelined: 6 }) {
   const held: ServerResponse[] = [];
   const guard = new ConnectionGuard({ ...limits, sendTimeoutMs: 60_000 });
-  const server = guard.createServer((_request, response) => {
-    held.push(response);
-  }, {});
+  const server = guard.createServer(
+    (_request, response) => {
+      held.push(response);
+    },
+    { keepAliveTimeout: 5_000 },
+  );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => {
     server.closeAllConnections();

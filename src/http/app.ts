@@ -5,7 +5,7 @@ import type { PlantService } from '../service/plant-service.js';
 import type { RateLimitCounts } from '../service/rate-limit-sync.js';
 import type { TokenService } from '../service/token-service.js';
 import { authenticate } from './hooks/auth.js';
-import { bodyRefusal, expectsContinue, registerJsonParsers } from './hooks/body.js';
+import { registerJsonParsers } from './hooks/body.js';
 import { installErrorHandling, sendError, toApiError } from './errors/error-reply.js';
 import { corsPolicy } from './hooks/cors.js';
 import type { CorsOrigins } from '../api/cors-origins.js';
@@ -21,8 +21,8 @@ import {
   SEND_TIMEOUT_MS,
 } from '../api/limits.js';
 import { ConnectionGuard } from './connections.js';
-import { protocolRefusal } from '../api/protocol.js';
-import { clientErrorHandler, refuseConnect } from './errors/raw-errors.js';
+import { clientErrorHandler } from './errors/raw-errors.js';
+import { installRequestChecks } from './hooks/checks.js';
 import { rateLimits } from './hooks/rate-limit.js';
 import { lazyChildLogger, RequestLog } from './hooks/request-log.js';
 import { SECURITY_HEADERS } from '../api/security-headers.js';
@@ -112,19 +112,17 @@ export function buildApp({
     bodyLimit: BODY_LIMIT,
     // Our own server, so that every connection is bounded (see connections.ts). Slow
     // senders are cut off with a 408 rather than holding a connection (and shutdown).
-    serverFactory: (handler) => {
-      const server = connections.createServer(handler, {
-        // Node would answer a missing Host with an empty 400 of its own; we answer it below.
+    serverFactory: (handler) =>
+      connections.createServer(handler, {
+        // Node would answer a missing Host with an empty 400 of its own; we answer it.
         requireHostHeader: false,
         headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
         requestTimeout: requestTimeoutMs,
+        keepAliveTimeout: keepAliveTimeoutMs,
         maxHeaderSize: HEADER_SECTION_LIMIT,
         // Node checks the timeouts this often (30 s by default), so they hold to about 1 s.
         connectionsCheckingInterval: 1_000,
-      });
-      server.keepAliveTimeout = keepAliveTimeoutMs;
-      return server;
-    },
+      }),
     // Long ids must reach the validator (and get a 400), not fall out of the router as 404s.
     routerOptions: { maxParamLength: 16 * 1024 },
     clientErrorHandler,
@@ -148,38 +146,7 @@ export function buildApp({
   registerJsonParsers(app);
   installErrorHandling(app);
 
-  app.server.on('connect', (_request, socket) => refuseConnect(app.log, socket));
-  // Node answers an Expect other than 100-continue with a bare 417 of its own (no Error
-  // body) unless this event has a listener. RFC 9110 §10.1.1 lets a server ignore an
-  // expectation it does not know: serve the request as usual.
-  app.server.on('checkExpectation', (request, response) =>
-    app.server.emit('request', request, response),
-  );
-  // Hooks are written with callbacks, not async: on the hot path every check is
-  // synchronous (tokens come from the cache), and a promise per hook is measurable.
-  const limits = rateLimits(rateLimitCounts, now);
-  const credentialsRefusal = authenticate(tokens, limits);
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
-    const malformed = protocolRefusal(request.raw);
-    if (malformed !== undefined) return done(malformed);
-    // Before authentication: a preflight carries no credentials, and errors need the
-    // CORS headers too, or a page cannot read them.
-    if (cors?.handle(request, reply)) return;
-    const refused = credentialsRefusal(request, reply);
-    if (refused instanceof Promise) refused.then(done, done);
-    else done(refused);
-  });
-  // Node would send 100 Continue before any hook runs, so a client would upload its body
-  // only to be refused: it is sent once the request has passed every check before input.
-  app.server.on('checkContinue', (request, response) =>
-    app.server.emit('request', request, response),
-  );
-  app.addHook('preParsing', (request, reply, payload, done) => {
-    const refused = bodyRefusal(request);
-    if (refused === undefined && expectsContinue(request)) reply.raw.writeContinue();
-    done(refused ?? null, payload);
-  });
+  installRequestChecks(app, authenticate(tokens, rateLimits(rateLimitCounts, now)), cors);
 
   plantRoutes(app, plants);
   systemRoutes(app, ready);

@@ -66,10 +66,14 @@ export class ConnectionGuard {
   ) {}
 
   /** For Fastify's `serverFactory`: the server, with `handler` behind the guard. */
-  createServer(handler: RequestListener, options: ServerOptions): Server {
+  createServer(
+    handler: RequestListener,
+    { keepAliveTimeout, ...options }: ServerOptions & { keepAliveTimeout: number },
+  ): Server {
     const server = createServer(options, (request, response) =>
       this.admit(request, response, handler),
     );
+    server.keepAliveTimeout = keepAliveTimeout;
     server.on('connection', (socket: Socket) => this.track(socket));
     let sweeper: NodeJS.Timeout | undefined;
     server.on('listening', () => {
