@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { TOKEN_CACHE_TTL_MS, TokenService } from '../src/service/token-service.js';
 import { body, setup } from './helpers/setup.js';
 
-// Authentication and authorisation at the HTTP boundary (DESIGN §2-3).
+// Authentication and authorisation at the HTTP boundary (docs/decisions.md §3, §5, §6).
 
 const REALM = 'Bearer realm="plantstore"';
 const INVALID = `${REALM}, error="invalid_token"`;

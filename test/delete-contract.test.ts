@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { body, setup } from './helpers/setup.js';
 
-// The contract's one operation, rule by rule (contract §4, §7; DESIGN §2-3).
+// The contract's one operation, rule by rule (docs/decisions.md §1-3).
 
 test('DELETE of an existing plant answers 204 with no body, and the plant is gone', async (t) => {
   const { call } = await setup(t);

@@ -5,7 +5,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { errorCatalogue, statusOf } from '../src/core/errors.js';
 import { setup } from './helpers/setup.js';
 
-// The served OpenAPI document: valid 3.1, what the contract says, and committed as is.
+// The served OpenAPI document: valid 3.1, what docs/decisions.md §8 says, and committed as is.
 
 interface Parameter {
   name: string;

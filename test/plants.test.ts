@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { body, setup, type TestApp } from './helpers/setup.js';
 
-// The operations DESIGN §3 adds around the contract's DELETE: create, read, update, list.
+// The operations around the contract's DELETE: create, read, update, list (docs/decisions.md §7).
 
 interface PlantJson {
   id: bigint;

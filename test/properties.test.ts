@@ -203,7 +203,10 @@ const authorization = (valid: string) =>
       .map(([s, n, c]) => `${s}${c.repeat(n)}`),
   );
 
-/** What DESIGN §3 says the answer is: the valid token in a well-formed Bearer value, or 401. */
+/**
+ * What docs/decisions.md §5 says the answer is: the valid token in a well-formed Bearer value,
+ * or 401.
+ */
 function authorized(header: string, valid: string): boolean {
   const match = /^bearer +(.*)$/i.exec(header);
   return match !== null && match[1] === valid;

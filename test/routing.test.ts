@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import { composeApp } from '../src/cli/compose.js';
 import { body, setup } from './helpers/setup.js';
 
-// Routing, operational endpoints, request ids and errors of the HTTP parser (DESIGN §3).
+// Routing, operational endpoints, request ids and errors of the HTTP parser
+// (docs/decisions.md §2, §3, §7).
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

@@ -191,6 +191,8 @@ export function buildOpenApiDocument(): Json {
       license: { name: 'MIT', identifier: 'MIT' },
       description,
     },
+    // Relative: the document describes the server that serves it, wherever that is.
+    servers: [{ url: '/', description: 'The server this document is served by.' }],
     security: [{ bearerAuth: [] }],
     tags: [
       { name: 'plants', description: 'The plants of the store.' },

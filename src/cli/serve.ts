@@ -40,13 +40,14 @@ export async function serve({
   const logger: FastifyServerOptions['logger'] = { level: logLevel };
   const app = composeApp({ store, logger, ...edge });
   let stopping = false;
+  // Never rejects: any failure is logged and ends the process with 1.
   const stop = async (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    app.log.info({ signal }, 'shutting down');
-    // Requests still running after the grace period are cut off rather than awaited forever.
-    setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
     try {
+      app.log.info({ signal }, 'shutting down');
+      // Requests still running after the grace period are cut off rather than awaited forever.
+      setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
       await app.close();
       await store.close();
       app.log.info('stopped');
@@ -56,8 +57,9 @@ export async function serve({
       process.exit(1);
     }
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  // The shutdown runs on its own; stop handles its own errors, so nothing awaits it.
+  process.once('SIGTERM', (signal) => void stop(signal));
+  process.once('SIGINT', (signal) => void stop(signal));
   try {
     await app.listen({ host, port });
   } catch (error) {

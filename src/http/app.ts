@@ -135,7 +135,8 @@ export function buildApp({
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
       reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
       if (cors !== undefined) reply.headers(cors.headersFor(request.headers.origin));
-      return sendError(reply, toApiError(error));
+      // Not returned: Fastify ignores what this returns, and a reply is a thenable.
+      sendError(reply, toApiError(error));
     },
   });
 

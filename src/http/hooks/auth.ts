@@ -45,7 +45,7 @@ export interface AuthAttempt {
 
 /**
  * Checks credentials before the body is read, so a request without valid credentials is
- * refused before any of its input is looked at (DESIGN §3, order of checks). With rate
+ * refused before any of its input is looked at (docs/decisions.md §3). With rate
  * limits: the address's failed-authentication limit comes first (before any token
  * lookup), unless the token is one this process has verified; then the token's own
  * limit applies, before its scope.
