@@ -19,14 +19,14 @@ export const isPostgresUrl = (url: string): boolean => /^postgres(?:ql)?:\/\//i.
  */
 export async function openStore(config: StoreConfig): Promise<Store> {
   if (config.databaseUrl !== undefined) {
-    const { openPostgresStore } = await import('./postgres/postgres-store.js');
+    const { openPostgresStore } = await import('./postgres/open.js');
     return openPostgresStore({
       url: config.databaseUrl,
       ...(config.durability && { durability: config.durability }),
       ...(config.poolSize && { poolSize: config.poolSize }),
     });
   }
-  const { openSqliteStore } = await import('./sqlite/sqlite-store.js');
+  const { openSqliteStore } = await import('./sqlite/open.js');
   return openSqliteStore({
     file: config.db,
     ...(config.durability && { durability: config.durability }),

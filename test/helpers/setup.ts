@@ -7,7 +7,7 @@ import type { Scope } from '../../src/core/scopes.js';
 import { type AppOptions, buildApp } from '../../src/http/app.js';
 import { parseJson } from '../../src/http/json.js';
 import { TokenService } from '../../src/service/token-service.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Store } from '../../src/store/store.js';
 import { OpenApiValidator } from './openapi-validator.js';
 

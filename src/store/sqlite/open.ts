@@ -1,0 +1,63 @@
+import Database from 'better-sqlite3';
+import { loadMigrations, type MigrationReport } from '../migrations.js';
+import type { Durability, Store } from '../store.js';
+import { sqliteAudit } from './audit.js';
+import { GroupCommit } from './group-commit.js';
+import { sqliteIdempotency } from './idempotency.js';
+import { migrate } from './migrate.js';
+import { sqlitePlants } from './plants.js';
+import { createPrivately } from './private-files.js';
+import { guard } from './query.js';
+import { sqliteTokens } from './tokens.js';
+
+export interface SqliteOptions {
+  /** Path of the database file; created (0600) with its directory (0700) if missing. */
+  file: string;
+  durability?: Durability;
+}
+
+/** Opens (creating and migrating if needed) a SQLite database as a Store. */
+export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): Store {
+  if (file !== ':memory:') createPrivately(file);
+  const db = new Database(file);
+  let migration: MigrationReport;
+  try {
+    // In WAL mode, FULL fsyncs the WAL at every commit; NORMAL leaves committed
+    // transactions in the OS page cache, which outlives the process but not the machine.
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${durability === 'power' ? 'FULL' : 'NORMAL'}`);
+    // better-sqlite3 waits for a lock synchronously, stalling every request meanwhile:
+    // wait briefly, then answer 503 (StoreUnavailableError) and let the client retry.
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    db.defaultSafeIntegers(true);
+    migration = migrate(db, loadMigrations('sqlite'));
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  const batches = new GroupCommit(db);
+  const plants = sqlitePlants(db, batches);
+  const tokens = sqliteTokens(db, batches);
+  const audit = sqliteAudit(db);
+  const idempotency = sqliteIdempotency(db, batches);
+  // Reads a page of the file, so a locked or broken database fails the ping.
+  const ping = db.prepare('SELECT max(version) FROM schema_migrations');
+  return {
+    plants,
+    tokens,
+    audit,
+    idempotency,
+    migration,
+    async ping() {
+      guard(() => ping.get());
+    },
+    async close() {
+      if (!db.open) return;
+      batches.flushAll();
+      db.close();
+    },
+  };
+}
+
+/** How long a write waits for a lock another process holds before giving up. */
+export const BUSY_TIMEOUT_MS = 200;
