@@ -27,54 +27,68 @@ export async function migratePostgres(
   client.on('error', () => undefined);
   await client.connect();
   try {
-    const { rows } = await client.query<{ server_encoding: string }>('SHOW server_encoding');
-    if (rows[0]?.server_encoding !== 'UTF8') {
-      throw new Error(
-        `the database encoding is ${rows[0]?.server_encoding}; plantstore needs UTF8 (createdb -E UTF8 -T template0)`,
-      );
-    }
+    await assertUtf8(client);
     await lock(client);
     try {
-      await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
-        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)`);
-      const version = async () =>
-        (
-          await client.query<{ v: number }>(
-            'SELECT coalesce(max(version), 0) AS v FROM schema_migrations',
-          )
-        ).rows[0]!.v;
-      assertNotNewer(await version(), migrations);
-      const done = new Set(
-        (await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map(
-          (row) => row.version,
-        ),
-      );
-      const applied: number[] = [];
-      for (const migration of migrations) {
-        // Each version by itself, not "everything above the highest": a database that got a
-        // later version first (a development branch) still gets the one it skipped.
-        if (done.has(migration.version)) continue;
-        await client.query('BEGIN');
-        try {
-          await client.query(migration.sql);
-          await client.query('INSERT INTO schema_migrations VALUES ($1, $2, now())', [
-            migration.version,
-            migration.name,
-          ]);
-          await client.query('COMMIT');
-        } catch (error) {
-          await client.query('ROLLBACK').catch(() => undefined);
-          throw error;
-        }
-        applied.push(migration.version);
-      }
-      return { version: await version(), applied };
+      return await migrateLocked(client, migrations);
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
     }
   } finally {
     // Ending the session releases the lock too, should the unlock above have failed.
     await client.end().catch(() => undefined);
+  }
+}
+
+async function assertUtf8(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ server_encoding: string }>('SHOW server_encoding');
+  if (rows[0]?.server_encoding !== 'UTF8') {
+    throw new Error(
+      `the database encoding is ${rows[0]?.server_encoding}; plantstore needs UTF8 (createdb -E UTF8 -T template0)`,
+    );
+  }
+}
+
+/** Applies the migrations the database lacks; the caller holds the migration lock. */
+async function migrateLocked(client: pg.Client, migrations: Migration[]): Promise<MigrationReport> {
+  await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)`);
+  const version = async () =>
+    (
+      await client.query<{ v: number }>(
+        'SELECT coalesce(max(version), 0) AS v FROM schema_migrations',
+      )
+    ).rows[0]!.v;
+  assertNotNewer(await version(), migrations);
+  const done = new Set(
+    (await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map(
+      (row) => row.version,
+    ),
+  );
+  const applied: number[] = [];
+  for (const migration of migrations) {
+    // Each version by itself, not "everything above the highest": a database that got a
+    // later version first (a development branch) still gets the one it skipped.
+    if (done.has(migration.version)) continue;
+    await apply(client, migration);
+    applied.push(migration.version);
+  }
+  return { version: await version(), applied };
+}
+
+/** Applies one migration and records it, in one transaction. */
+async function apply(client: pg.Client, migration: Migration): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query(migration.sql);
+    await client.query('INSERT INTO schema_migrations VALUES ($1, $2, now())', [
+      migration.version,
+      migration.name,
+    ]);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
   }
 }
 

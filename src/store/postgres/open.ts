@@ -54,21 +54,7 @@ export async function openPostgresStore({
   poolSize = DEFAULT_POOL_SIZE,
 }: PostgresOptions): Promise<Store> {
   const migration = await migratePostgres(url, loadMigrations('postgres'));
-  const pool = new pg.Pool({
-    ...connectionConfig(url, durability),
-    max: poolSize,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    statement_timeout: STATEMENT_TIMEOUT_MS,
-    // A connection whose peer vanished without a word (a cut cable, a dead proxy) is
-    // noticed by this client-side timeout, not by TCP minutes later.
-    query_timeout: STATEMENT_TIMEOUT_MS + 1_000,
-    keepAlive: true,
-    application_name: 'plantstore',
-    types,
-  });
-  // An idle connection that breaks is dropped by the pool; the next query opens a new
-  // one. Without a listener, the error would crash the process.
-  pool.on('error', () => undefined);
+  const pool = createPool(url, durability, poolSize);
   const query = poolQuery(pool);
   let closed = false;
   return {
@@ -87,4 +73,24 @@ export async function openPostgresStore({
       await pool.end();
     },
   };
+}
+
+/** The pool every statement runs on, with the bounds of timeouts.ts. */
+function createPool(url: string, durability: Durability, poolSize: number): pg.Pool {
+  const pool = new pg.Pool({
+    ...connectionConfig(url, durability),
+    max: poolSize,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    statement_timeout: STATEMENT_TIMEOUT_MS,
+    // A connection whose peer vanished without a word (a cut cable, a dead proxy) is
+    // noticed by this client-side timeout, not by TCP minutes later.
+    query_timeout: STATEMENT_TIMEOUT_MS + 1_000,
+    keepAlive: true,
+    application_name: 'plantstore',
+    types,
+  });
+  // An idle connection that breaks is dropped by the pool; the next query opens a new
+  // one. Without a listener, the error would crash the process.
+  pool.on('error', () => undefined);
+  return pool;
 }

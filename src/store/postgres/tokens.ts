@@ -54,18 +54,20 @@ export function postgresTokens(query: Query): TokenStore {
       );
       return rows.map(toToken);
     },
-    async revoke(id: number, at: Date): Promise<RevokeOutcome> {
-      const { rowCount } = await query(
-        'tokens.revoke',
-        'UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL',
-        [at, id],
-      );
-      if ((rowCount ?? 0) > 0) return 'revoked';
-      const { rows } = await query('tokens.exists', 'SELECT 1 FROM tokens WHERE id = $1', [id]);
-      return rows.length === 0 ? 'not-found' : 'already-revoked';
-    },
+    revoke: (id, at) => revoke(query, id, at),
     async touch(id: number, at: Date) {
       await query('tokens.touch', 'UPDATE tokens SET last_used_at = $1 WHERE id = $2', [at, id]);
     },
   };
+}
+
+async function revoke(query: Query, id: number, at: Date): Promise<RevokeOutcome> {
+  const { rowCount } = await query(
+    'tokens.revoke',
+    'UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL',
+    [at, id],
+  );
+  if ((rowCount ?? 0) > 0) return 'revoked';
+  const { rows } = await query('tokens.exists', 'SELECT 1 FROM tokens WHERE id = $1', [id]);
+  return rows.length === 0 ? 'not-found' : 'already-revoked';
 }

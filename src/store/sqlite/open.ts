@@ -4,11 +4,14 @@ import type { Durability, Store } from '../store.js';
 import { sqliteAudit } from './audit.js';
 import { GroupCommit } from './group-commit.js';
 import { sqliteIdempotency } from './idempotency.js';
-import { migrate } from './migrate.js';
+import { migrateSqlite } from './migrate.js';
 import { sqlitePlants } from './plants.js';
 import { createPrivately } from './private-files.js';
 import { guard } from './query.js';
 import { sqliteTokens } from './tokens.js';
+
+/** How long a write waits for a lock another process holds before giving up. */
+export const BUSY_TIMEOUT_MS = 200;
 
 export interface SqliteOptions {
   /** Path of the database file; created (0600) with its directory (0700) if missing. */
@@ -22,15 +25,8 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
   const db = new Database(file);
   let migration: MigrationReport;
   try {
-    // In WAL mode, FULL fsyncs the WAL at every commit; NORMAL leaves committed
-    // transactions in the OS page cache, which outlives the process but not the machine.
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${durability === 'power' ? 'FULL' : 'NORMAL'}`);
-    // better-sqlite3 waits for a lock synchronously, stalling every request meanwhile:
-    // wait briefly, then answer 503 (StoreUnavailableError) and let the client retry.
-    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    db.defaultSafeIntegers(true);
-    migration = migrate(db, loadMigrations('sqlite'));
+    configure(db, durability);
+    migration = migrateSqlite(db, loadMigrations('sqlite'));
   } catch (error) {
     db.close();
     throw error;
@@ -59,5 +55,14 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
   };
 }
 
-/** How long a write waits for a lock another process holds before giving up. */
-export const BUSY_TIMEOUT_MS = 200;
+/** The connection's settings, before anything else runs on it. */
+function configure(db: Database.Database, durability: Durability): void {
+  // In WAL mode, FULL fsyncs the WAL at every commit; NORMAL leaves committed
+  // transactions in the OS page cache, which outlives the process but not the machine.
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${durability === 'power' ? 'FULL' : 'NORMAL'}`);
+  // better-sqlite3 waits for a lock synchronously, stalling every request meanwhile:
+  // wait briefly, then answer 503 (StoreUnavailableError) and let the client retry.
+  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  db.defaultSafeIntegers(true);
+}

@@ -5,19 +5,25 @@ import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard } from './query.js';
 import { type TokenRow, toToken } from './rows.js';
 
+const COLUMNS = 'id, name, hash, scopes, created_at, expires_at, last_used_at, revoked_at';
+
+function prepare(db: Database.Database) {
+  return {
+    insert: db.prepare(
+      `INSERT INTO tokens (name, hash, scopes, created_at, expires_at)
+       VALUES (?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
+    ),
+    byHash: db.prepare(`SELECT ${COLUMNS} FROM tokens WHERE hash = ?`),
+    all: db.prepare(`SELECT ${COLUMNS} FROM tokens ORDER BY id`),
+    revoke: db.prepare('UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
+    exists: db.prepare('SELECT 1 FROM tokens WHERE id = ?'),
+    touch: db.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?'),
+  };
+}
+
 export function sqliteTokens(db: Database.Database, batches: GroupCommit): TokenStore {
   const write = batchedWrites(batches);
-  const columns = 'id, name, hash, scopes, created_at, expires_at, last_used_at, revoked_at';
-  const insert = db.prepare(
-    `INSERT INTO tokens (name, hash, scopes, created_at, expires_at)
-     VALUES (?, ?, ?, ?, ?) RETURNING ${columns}`,
-  );
-  const byHash = db.prepare(`SELECT ${columns} FROM tokens WHERE hash = ?`);
-  const all = db.prepare(`SELECT ${columns} FROM tokens ORDER BY id`);
-  const revoke = db.prepare('UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
-  const exists = db.prepare('SELECT 1 FROM tokens WHERE id = ?');
-  const touch = db.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?');
-
+  const { insert, byHash, all, revoke, exists, touch } = prepare(db);
   return {
     async create(token: NewToken): Promise<TokenRecord> {
       const row = insert.get(
