@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import type { Log } from '../../core/log.js';
 import { assertNotNewer, type Migration, type MigrationReport } from '../migrations.js';
 
 /**
@@ -21,22 +22,35 @@ const LOCK_POLL_MS = 200;
 export async function migratePostgres(
   url: string,
   migrations: Migration[],
+  log: Log,
 ): Promise<MigrationReport> {
   const client = new pg.Client({ connectionString: url, application_name: 'plantstore migrate' });
-  // A connection lost mid-migration must fail the migration, not crash the process.
-  client.on('error', () => undefined);
+  // A connection lost mid-migration must fail the migration (its query fails too), not
+  // crash the process.
+  client.on('error', (error) => {
+    log.warn({ err: error }, 'the PostgreSQL migration connection failed');
+  });
   await client.connect();
   try {
     await assertUtf8(client);
     await lock(client);
     try {
-      return await migrateLocked(client, migrations);
+      return await migrateLocked(client, migrations, log);
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+      await client
+        .query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK])
+        .catch((error: unknown) => {
+          log.warn(
+            { err: error },
+            'releasing the migration lock failed; ending the session releases it',
+          );
+        });
     }
   } finally {
     // Ending the session releases the lock too, should the unlock above have failed.
-    await client.end().catch(() => undefined);
+    await client.end().catch((error: unknown) => {
+      log.warn({ err: error }, 'closing the PostgreSQL migration connection failed');
+    });
   }
 }
 
@@ -50,7 +64,11 @@ async function assertUtf8(client: pg.Client): Promise<void> {
 }
 
 /** Applies the migrations the database lacks; the caller holds the migration lock. */
-async function migrateLocked(client: pg.Client, migrations: Migration[]): Promise<MigrationReport> {
+async function migrateLocked(
+  client: pg.Client,
+  migrations: Migration[],
+  log: Log,
+): Promise<MigrationReport> {
   await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)`);
   const version = async () =>
@@ -70,14 +88,14 @@ async function migrateLocked(client: pg.Client, migrations: Migration[]): Promis
     // Each version by itself, not "everything above the highest": a database that got a
     // later version first (a development branch) still gets the one it skipped.
     if (done.has(migration.version)) continue;
-    await apply(client, migration);
+    await apply(client, migration, log);
     applied.push(migration.version);
   }
   return { version: await version(), applied };
 }
 
 /** Applies one migration and records it, in one transaction. */
-async function apply(client: pg.Client, migration: Migration): Promise<void> {
+async function apply(client: pg.Client, migration: Migration, log: Log): Promise<void> {
   await client.query('BEGIN');
   try {
     await client.query(migration.sql);
@@ -87,7 +105,14 @@ async function apply(client: pg.Client, migration: Migration): Promise<void> {
     ]);
     await client.query('COMMIT');
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    // The migration's own error is the one to throw; a failed ROLLBACK (the connection is
+    // gone, most likely) is only logged: the transaction ends with the session anyway.
+    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+      log.warn(
+        { err: rollbackError, migration: migration.version },
+        'rolling back a failed migration failed',
+      );
+    });
     throw error;
   }
 }

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { parseIntoClientConfig } from 'pg-connection-string';
+import { type Log, silentLog } from '../../core/log.js';
 import { loadMigrations } from '../migrations.js';
 import type { Durability, Store } from '../store.js';
 import { postgresAudit } from './audit.js';
@@ -47,14 +48,17 @@ export function connectionConfig(url: string, durability: Durability): pg.Client
   return { ...config, options: [config.options, ...settings].filter(Boolean).join(' ') };
 }
 
-/** Opens a pool on the database, migrating it first (under a lock, see migrate.ts). */
-export async function openPostgresStore({
-  url,
-  durability = 'power',
-  poolSize = DEFAULT_POOL_SIZE,
-}: PostgresOptions): Promise<Store> {
-  const migration = await migratePostgres(url, loadMigrations('postgres'));
-  const pool = createPool(url, durability, poolSize);
+/**
+ * Opens a pool on the database, migrating it first (under a lock, see migrate.ts). `log`
+ * hears of the failures the store gets over by itself: a broken idle connection, a failed
+ * cleanup after a migration.
+ */
+export async function openPostgresStore(
+  { url, durability = 'power', poolSize = DEFAULT_POOL_SIZE }: PostgresOptions,
+  log: Log = silentLog,
+): Promise<Store> {
+  const migration = await migratePostgres(url, loadMigrations('postgres'), log);
+  const pool = createPool(url, durability, poolSize, log);
   const query = poolQuery(pool);
   let closed = false;
   return {
@@ -76,7 +80,7 @@ export async function openPostgresStore({
 }
 
 /** The pool every statement runs on, with the bounds of timeouts.ts. */
-function createPool(url: string, durability: Durability, poolSize: number): pg.Pool {
+function createPool(url: string, durability: Durability, poolSize: number, log: Log): pg.Pool {
   const pool = new pg.Pool({
     ...connectionConfig(url, durability),
     max: poolSize,
@@ -91,6 +95,8 @@ function createPool(url: string, durability: Durability, poolSize: number): pg.P
   });
   // An idle connection that breaks is dropped by the pool; the next query opens a new
   // one. Without a listener, the error would crash the process.
-  pool.on('error', () => undefined);
+  pool.on('error', (error) => {
+    log.warn({ err: error }, 'an idle PostgreSQL connection failed; the pool drops it');
+  });
   return pool;
 }

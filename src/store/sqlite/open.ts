@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { type Log, silentLog } from '../../core/log.js';
 import { loadMigrations, type MigrationReport } from '../migrations.js';
 import type { Durability, Store } from '../store.js';
 import { sqliteAudit } from './audit.js';
@@ -19,8 +20,14 @@ export interface SqliteOptions {
   durability?: Durability;
 }
 
-/** Opens (creating and migrating if needed) a SQLite database as a Store. */
-export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): Store {
+/**
+ * Opens (creating and migrating if needed) a SQLite database as a Store. `log` hears of the
+ * failures the store gets over by itself: a database that fails to close after a failed open.
+ */
+export function openSqliteStore(
+  { file, durability = 'power' }: SqliteOptions,
+  log: Log = silentLog,
+): Store {
   if (file !== ':memory:') createPrivately(file);
   const db = new Database(file);
   let migration: MigrationReport;
@@ -28,7 +35,7 @@ export function openSqliteStore({ file, durability = 'power' }: SqliteOptions): 
     configure(db, durability);
     migration = migrateSqlite(db, loadMigrations('sqlite'));
   } catch (error) {
-    db.close();
+    closeAfterFailure(db, log);
     throw error;
   }
   const batches = new GroupCommit(db);
@@ -65,4 +72,13 @@ function configure(db: Database.Database, durability: Durability): void {
   // wait briefly, then answer 503 (StoreUnavailableError) and let the client retry.
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   db.defaultSafeIntegers(true);
+}
+
+/** Closes a database that failed to open; the open's own error is the one to throw. */
+function closeAfterFailure(db: Database.Database, log: Log): void {
+  try {
+    db.close();
+  } catch (error) {
+    log.warn({ err: error }, 'closing the SQLite database after a failed open failed');
+  }
 }
