@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { formatEntry, parseSince } from '../src/cli/audit-command.js';
 import { composeApp } from '../src/cli/compose.js';
 import { TokenService } from '../src/service/token-service.js';
-import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import { openPostgresStore } from '../src/store/postgres/open.js';
 import type { Store } from '../src/store/store.js';
 import { freshDatabase, POSTGRES_SKIP } from './helpers/postgres.js';
 import { cli } from './helpers/server-process.js';

@@ -4,7 +4,7 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { composeApp } from '../src/cli/compose.js';
-import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { openSqliteStore } from '../src/store/sqlite/open.js';
 import { makeTempDir } from './helpers/setup.js';
 
 // The cap on open connections: connections beyond it are closed at once, those within it

@@ -5,7 +5,7 @@ import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { composeApp } from '../src/cli/compose.js';
 import { type CorsOrigins, parseCorsOrigins } from '../src/api/cors-origins.js';
 import { TokenService } from '../src/service/token-service.js';
-import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { openSqliteStore } from '../src/store/sqlite/open.js';
 import { OpenApiValidator } from './helpers/openapi-validator.js';
 import { body, makeTempDir, setup } from './helpers/setup.js';
 

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import type { InjectOptions } from 'fastify';
 import { composeApp } from '../src/cli/compose.js';
 import { TokenService } from '../src/service/token-service.js';
-import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { openSqliteStore } from '../src/store/sqlite/open.js';
 import { makeTempDir } from './helpers/setup.js';
 
 // One structured log line per request, and never a credential in the logs.

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { isUnavailable } from '../src/store/postgres/postgres-store.js';
+import { isUnavailable } from '../src/store/postgres/query.js';
 
 // Which failures of a PostgreSQL call are answered 503 (try again) rather than 500 (a bug).
 // Needs no database: the errors are built as pg and Node build them.

@@ -7,7 +7,7 @@ import { errorCatalogue } from '../src/core/errors.js';
 import { composeApp } from '../src/cli/compose.js';
 import { READINESS_TIMEOUT_MS } from '../src/http/routes/system.js';
 import { TokenService } from '../src/service/token-service.js';
-import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import { openPostgresStore } from '../src/store/postgres/open.js';
 import {
   CONNECT_TIMEOUT_MS,
   DEFAULT_POOL_SIZE,

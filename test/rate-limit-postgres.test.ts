@@ -6,7 +6,7 @@ import { parseList } from 'structured-headers';
 import { composeApp } from '../src/cli/compose.js';
 import { SYNC_INTERVAL_MS } from '../src/service/rate-limit-sync.js';
 import { TokenService } from '../src/service/token-service.js';
-import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import { openPostgresStore } from '../src/store/postgres/open.js';
 import type { RateLimitCount, RateLimitStore } from '../src/store/store.js';
 import {
   collectCrashes,

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { loadMigrations } from '../src/store/migrations.js';
-import { connectionConfig, openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import { connectionConfig, openPostgresStore } from '../src/store/postgres/open.js';
 import { freshDatabase, POSTGRES_SKIP, POSTGRES_URL } from './helpers/postgres.js';
 import { storeContract } from './store-contract.js';
 

@@ -3,7 +3,7 @@ import { chmodSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
-import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { openSqliteStore } from '../src/store/sqlite/open.js';
 import { makeTempDir } from './helpers/setup.js';
 import { storeContract } from './store-contract.js';
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { TOKEN_CACHE_TTL_MS, TokenService } from '../src/service/token-service.js';
-import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { openSqliteStore } from '../src/store/sqlite/open.js';
 import { makeTempDir } from './helpers/setup.js';
 
 /** Two services on one database, like a server and the CLI, sharing a settable clock. */

@@ -1,4 +1,5 @@
-import type { FastifyServerOptions } from 'fastify';
+import pino from 'pino';
+import { redacted } from '../http/app.js';
 import { openStore, type StoreConfig } from '../store/open.js';
 import { composeApp, type ComposeOptions } from './compose.js';
 
@@ -36,8 +37,10 @@ export async function serve({
   shutdownGraceMs,
   ...edge
 }: ServeOptions): Promise<void> {
-  const store = await openStore(storeConfig);
-  const logger: FastifyServerOptions['logger'] = { level: logLevel };
+  // One logger for the store, the services and the app, so that what the store says while
+  // it opens (migrations, a pool connection lost) reaches the same log as the requests.
+  const logger = pino(redacted({ level: logLevel }));
+  const store = await openStore(storeConfig, logger);
   const app = composeApp({ store, logger, ...edge });
   let stopping = false;
   // Never rejects: any failure is logged and ends the process with 1.

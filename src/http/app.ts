@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyServerOptions,
+} from 'fastify';
 import type { PlantService } from '../service/plant-service.js';
 import type { RateLimitCounts } from '../service/rate-limit-sync.js';
 import type { TokenService } from '../service/token-service.js';
@@ -42,7 +46,7 @@ export interface AppServices {
 
 export interface AppOptions extends AppServices {
   /** Pino options (or false for silence); the Authorization header is always redacted. */
-  logger?: FastifyServerOptions['logger'];
+  logger?: FastifyServerOptions['logger'] | FastifyBaseLogger;
   /** Overrides REQUEST_TIMEOUT_MS. */
   requestTimeoutMs?: number;
   /** Overrides HEADERS_TIMEOUT_MS; capped at the request timeout. */
@@ -63,6 +67,17 @@ export interface AppOptions extends AppServices {
   /** The clock of the rate limits, in Unix milliseconds (tests). */
   now?: () => number;
 }
+
+/** Logger options with the Authorization header always removed from what is logged. */
+export function redacted(options: Exclude<FastifyServerOptions['logger'], false | undefined>) {
+  return {
+    ...(typeof options === 'object' ? options : {}),
+    redact: { paths: ['req.headers.authorization', 'headers.authorization'], remove: true },
+  };
+}
+
+const isLogger = (logger: AppOptions['logger']): logger is FastifyBaseLogger =>
+  typeof logger === 'object' && typeof (logger as { child?: unknown }).child === 'function';
 
 const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -100,10 +115,7 @@ export function buildApp({
     sendTimeoutMs,
   });
   const app = Fastify({
-    logger: logger && {
-      ...(typeof logger === 'object' ? logger : {}),
-      redact: { paths: ['req.headers.authorization', 'headers.authorization'], remove: true },
-    },
+    ...(isLogger(logger) ? { loggerInstance: logger } : { logger: logger && redacted(logger) }),
     logController: requestLog,
     childLoggerFactory: lazyChildLogger,
     genReqId: requestId,

@@ -1,3 +1,4 @@
+import { type Log, silentLog } from '../core/log.js';
 import type { Durability, Store } from './store.js';
 
 /** Where the data lives: a SQLite file, or a PostgreSQL database when a URL is given. */
@@ -15,20 +16,27 @@ export const isPostgresUrl = (url: string): boolean => /^postgres(?:ql)?:\/\//i.
 
 /**
  * Opens (creating and migrating as needed) the store the configuration names. Each
- * adapter is loaded only when used, so SQLite users never load pg and vice versa.
+ * adapter is loaded only when used, so SQLite users never load pg and vice versa. `log`
+ * hears of the failures the store gets over by itself (see the adapters' open.ts).
  */
-export async function openStore(config: StoreConfig): Promise<Store> {
+export async function openStore(config: StoreConfig, log: Log = silentLog): Promise<Store> {
   if (config.databaseUrl !== undefined) {
-    const { openPostgresStore } = await import('./postgres/postgres-store.js');
-    return openPostgresStore({
-      url: config.databaseUrl,
-      ...(config.durability && { durability: config.durability }),
-      ...(config.poolSize && { poolSize: config.poolSize }),
-    });
+    const { openPostgresStore } = await import('./postgres/open.js');
+    return openPostgresStore(
+      {
+        url: config.databaseUrl,
+        ...(config.durability && { durability: config.durability }),
+        ...(config.poolSize && { poolSize: config.poolSize }),
+      },
+      log,
+    );
   }
-  const { openSqliteStore } = await import('./sqlite/sqlite-store.js');
-  return openSqliteStore({
-    file: config.db,
-    ...(config.durability && { durability: config.durability }),
-  });
+  const { openSqliteStore } = await import('./sqlite/open.js');
+  return openSqliteStore(
+    {
+      file: config.db,
+      ...(config.durability && { durability: config.durability }),
+    },
+    log,
+  );
 }

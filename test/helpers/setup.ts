@@ -7,7 +7,7 @@ import type { Scope } from '../../src/core/scopes.js';
 import { type ComposeOptions, composeApp } from '../../src/cli/compose.js';
 import { parseJson } from '../../src/api/json.js';
 import { TokenService } from '../../src/service/token-service.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Store } from '../../src/store/store.js';
 import { OpenApiValidator } from './openapi-validator.js';
 

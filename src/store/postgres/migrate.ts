@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import type { Log } from '../../core/log.js';
 import { assertNotNewer, type Migration, type MigrationReport } from '../migrations.js';
 
 /**
@@ -21,60 +22,98 @@ const LOCK_POLL_MS = 200;
 export async function migratePostgres(
   url: string,
   migrations: Migration[],
+  log: Log,
 ): Promise<MigrationReport> {
   const client = new pg.Client({ connectionString: url, application_name: 'plantstore migrate' });
-  // A connection lost mid-migration must fail the migration, not crash the process.
-  client.on('error', () => undefined);
+  // A connection lost mid-migration must fail the migration (its query fails too), not
+  // crash the process.
+  client.on('error', (error) => {
+    log.warn({ err: error }, 'the PostgreSQL migration connection failed');
+  });
   await client.connect();
   try {
-    const { rows } = await client.query<{ server_encoding: string }>('SHOW server_encoding');
-    if (rows[0]?.server_encoding !== 'UTF8') {
-      throw new Error(
-        `the database encoding is ${rows[0]?.server_encoding}; plantstore needs UTF8 (createdb -E UTF8 -T template0)`,
-      );
-    }
+    await assertUtf8(client);
     await lock(client);
     try {
-      await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
-        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)`);
-      const version = async () =>
-        (
-          await client.query<{ v: number }>(
-            'SELECT coalesce(max(version), 0) AS v FROM schema_migrations',
-          )
-        ).rows[0]!.v;
-      assertNotNewer(await version(), migrations);
-      const done = new Set(
-        (await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map(
-          (row) => row.version,
-        ),
-      );
-      const applied: number[] = [];
-      for (const migration of migrations) {
-        // Each version by itself, not "everything above the highest": a database that got a
-        // later version first (a development branch) still gets the one it skipped.
-        if (done.has(migration.version)) continue;
-        await client.query('BEGIN');
-        try {
-          await client.query(migration.sql);
-          await client.query('INSERT INTO schema_migrations VALUES ($1, $2, now())', [
-            migration.version,
-            migration.name,
-          ]);
-          await client.query('COMMIT');
-        } catch (error) {
-          await client.query('ROLLBACK').catch(() => undefined);
-          throw error;
-        }
-        applied.push(migration.version);
-      }
-      return { version: await version(), applied };
+      return await migrateLocked(client, migrations, log);
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+      await client
+        .query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK])
+        .catch((error: unknown) => {
+          log.warn(
+            { err: error },
+            'releasing the migration lock failed; ending the session releases it',
+          );
+        });
     }
   } finally {
     // Ending the session releases the lock too, should the unlock above have failed.
-    await client.end().catch(() => undefined);
+    await client.end().catch((error: unknown) => {
+      log.warn({ err: error }, 'closing the PostgreSQL migration connection failed');
+    });
+  }
+}
+
+async function assertUtf8(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ server_encoding: string }>('SHOW server_encoding');
+  if (rows[0]?.server_encoding !== 'UTF8') {
+    throw new Error(
+      `the database encoding is ${rows[0]?.server_encoding}; plantstore needs UTF8 (createdb -E UTF8 -T template0)`,
+    );
+  }
+}
+
+/** Applies the migrations the database lacks; the caller holds the migration lock. */
+async function migrateLocked(
+  client: pg.Client,
+  migrations: Migration[],
+  log: Log,
+): Promise<MigrationReport> {
+  await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)`);
+  const version = async () =>
+    (
+      await client.query<{ v: number }>(
+        'SELECT coalesce(max(version), 0) AS v FROM schema_migrations',
+      )
+    ).rows[0]!.v;
+  assertNotNewer(await version(), migrations);
+  const done = new Set(
+    (await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map(
+      (row) => row.version,
+    ),
+  );
+  const applied: number[] = [];
+  for (const migration of migrations) {
+    // Each version by itself, not "everything above the highest": a database that got a
+    // later version first (a development branch) still gets the one it skipped.
+    if (done.has(migration.version)) continue;
+    await apply(client, migration, log);
+    applied.push(migration.version);
+  }
+  return { version: await version(), applied };
+}
+
+/** Applies one migration and records it, in one transaction. */
+async function apply(client: pg.Client, migration: Migration, log: Log): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query(migration.sql);
+    await client.query('INSERT INTO schema_migrations VALUES ($1, $2, now())', [
+      migration.version,
+      migration.name,
+    ]);
+    await client.query('COMMIT');
+  } catch (error) {
+    // The migration's own error is the one to throw; a failed ROLLBACK (the connection is
+    // gone, most likely) is only logged: the transaction ends with the session anyway.
+    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+      log.warn(
+        { err: rollbackError, migration: migration.version },
+        'rolling back a failed migration failed',
+      );
+    });
+    throw error;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { RateLimitCount, RateLimitStore } from '../store.js';
-import type { Query } from './postgres-store.js';
+import type { Query } from './query.js';
 
 interface CountRow {
   policy: string;

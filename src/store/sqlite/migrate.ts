@@ -2,10 +2,11 @@ import type Database from 'better-sqlite3';
 import { assertNotNewer, type Migration, type MigrationReport } from '../migrations.js';
 
 /**
- * Brings the database to the newest schema, applying every version it lacks in order. Each migration runs in its own
- * IMMEDIATE transaction, so a server and a CLI starting together cannot both apply it.
+ * Brings the database to the newest schema, applying every version it lacks in order. Each
+ * migration runs in its own IMMEDIATE transaction, so a server and a CLI starting together
+ * cannot both apply it.
  */
-export function migrate(db: Database.Database, migrations: Migration[]): MigrationReport {
+export function migrateSqlite(db: Database.Database, migrations: Migration[]): MigrationReport {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
   const current = db

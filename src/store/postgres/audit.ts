@@ -1,0 +1,23 @@
+import type { AuditQuery } from '../../core/audit.js';
+import { INT64_MIN } from '../../core/int64.js';
+import { AUDIT_COLUMNS, type AuditRow, toAuditEntry } from '../rows.js';
+import type { AuditStore } from '../store.js';
+import type { Query } from './query.js';
+
+export function postgresAudit(query: Query): AuditStore {
+  return {
+    async list({ since, plantId, afterSeq, limit }: AuditQuery) {
+      const values: unknown[] = [(afterSeq ?? INT64_MIN).toString(), limit];
+      const where = ['seq > $1'];
+      if (since !== undefined) where.push(`at >= $${values.push(since)}`);
+      if (plantId !== undefined) where.push(`plant_id = $${values.push(plantId.toString())}`);
+      const { rows } = await query<AuditRow & { at: Date }>(
+        `audit.list.${since !== undefined}.${plantId !== undefined}`,
+        `SELECT ${AUDIT_COLUMNS} FROM audit_log WHERE ${where.join(' AND ')}
+         ORDER BY seq LIMIT $2`,
+        values,
+      );
+      return rows.map((row) => toAuditEntry(row, row.at));
+    },
+  };
+}

@@ -1,0 +1,66 @@
+import type { ErrorBody } from '../../core/errors.js';
+import {
+  type ClaimedKey,
+  IDEMPOTENCY_KEY_TTL_MS,
+  IDEMPOTENCY_LEASE_MS,
+  type IdempotencyClaim,
+} from '../../core/idempotency.js';
+import { claimRefusal, type KeyRow, TAKE_KEY } from '../rows.js';
+import type { IdempotencyStore } from '../store.js';
+import type { Query } from './query.js';
+
+/** Expired keys one claim deletes at most: keeps the table from growing without a job. */
+const PURGE_BATCH = 100;
+
+// A new key is inserted, an expired or abandoned one taken over (TAKE_KEY). A few expired
+// keys of others go on the way, skipping locked ones.
+const CLAIM = `WITH purged AS (
+    DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+      SELECT ctid FROM idempotency_keys
+      WHERE expires_at <= $4 AND NOT (token_id = $1 AND key = $2)
+      LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED)))
+  INSERT INTO idempotency_keys AS k
+    (token_id, key, fingerprint, created_at, expires_at, lease_until)
+  VALUES ($1, $2, $3, $4, $5, $6)
+  ${TAKE_KEY}`;
+
+const READ_KEY = `SELECT fingerprint, status, plant_id, plant_name, plant_tag, error_code,
+    error_message
+  FROM idempotency_keys WHERE token_id = $1 AND key = $2`;
+
+export function postgresIdempotency(query: Query): IdempotencyStore {
+  return {
+    async claim({ tokenId, key, fingerprint, at }: IdempotencyClaim) {
+      const expiresAt = new Date(at.getTime() + IDEMPOTENCY_KEY_TTL_MS);
+      const leaseUntil = new Date(at.getTime() + IDEMPOTENCY_LEASE_MS);
+      const { rows } = await query('idempotency.claim', CLAIM, [
+        tokenId,
+        key,
+        fingerprint,
+        at,
+        expiresAt,
+        leaseUntil,
+      ]);
+      if (rows.length > 0) return { state: 'claimed' } as const;
+      const found = await query<KeyRow>('idempotency.read', READ_KEY, [tokenId, key]);
+      // Gone between the two statements (released by its request): try again.
+      if (found.rows[0] === undefined) return this.claim({ tokenId, key, fingerprint, at });
+      return claimRefusal(found.rows[0], fingerprint);
+    },
+    async settle({ tokenId, key }: ClaimedKey, status: number, error: ErrorBody) {
+      await query(
+        'idempotency.settle',
+        `UPDATE idempotency_keys SET status = $3, error_code = $4, error_message = $5
+         WHERE token_id = $1 AND key = $2 AND status IS NULL`,
+        [tokenId, key, status, error.error, error.message],
+      );
+    },
+    async release({ tokenId, key }: ClaimedKey) {
+      await query(
+        'idempotency.release',
+        'DELETE FROM idempotency_keys WHERE token_id = $1 AND key = $2 AND status IS NULL',
+        [tokenId, key],
+      );
+    },
+  };
+}

@@ -1,0 +1,102 @@
+import pg from 'pg';
+import { parseIntoClientConfig } from 'pg-connection-string';
+import { type Log, silentLog } from '../../core/log.js';
+import { loadMigrations } from '../migrations.js';
+import type { Durability, Store } from '../store.js';
+import { postgresAudit } from './audit.js';
+import { postgresIdempotency } from './idempotency.js';
+import { migratePostgres } from './migrate.js';
+import { postgresPlants } from './plants.js';
+import { poolQuery } from './query.js';
+import { postgresRateLimits } from './rate-limits.js';
+import { CONNECT_TIMEOUT_MS, DEFAULT_POOL_SIZE, STATEMENT_TIMEOUT_MS } from './timeouts.js';
+import { postgresTokens } from './tokens.js';
+
+export interface PostgresOptions {
+  /** A `postgres://` or `postgresql://` connection URL. */
+  url: string;
+  durability?: Durability;
+  /** Connections this process keeps at most. */
+  poolSize?: number;
+}
+
+const INT8_OID = 20;
+
+// int8 arrives as text; turn it into a bigint, never a number, in this pool only.
+const types = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8_OID && format !== 'binary'
+      ? (text: string) => BigInt(text)
+      : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+/**
+ * The connection configuration of a URL, with the settings every connection starts with
+ * added to its `options` (after any the URL gives, so these win). They travel in the
+ * connection's startup packet: no query of their own, nothing to fail half-way. Every
+ * statement here is one autocommit statement written for READ COMMITTED: a stricter default
+ * on the database would turn concurrent creates into 40001s. With --durability process, a
+ * commit is answered before its WAL is flushed: PostgreSQL's own way of leaving the flush
+ * for later (the last commits may be lost, never corrupted).
+ */
+export function connectionConfig(url: string, durability: Durability): pg.ClientConfig {
+  // Parsed as pg parses it: a URL such as postgres://app@/db?host=/run/postgresql is valid.
+  const config = parseIntoClientConfig(url);
+  // Spaces separate the settings; a space within one is escaped.
+  const settings = ['-c default_transaction_isolation=read\\ committed'];
+  if (durability === 'process') settings.push('-c synchronous_commit=off');
+  return { ...config, options: [config.options, ...settings].filter(Boolean).join(' ') };
+}
+
+/**
+ * Opens a pool on the database, migrating it first (under a lock, see migrate.ts). `log`
+ * hears of the failures the store gets over by itself: a broken idle connection, a failed
+ * cleanup after a migration.
+ */
+export async function openPostgresStore(
+  { url, durability = 'power', poolSize = DEFAULT_POOL_SIZE }: PostgresOptions,
+  log: Log = silentLog,
+): Promise<Store> {
+  const migration = await migratePostgres(url, loadMigrations('postgres'), log);
+  const pool = createPool(url, durability, poolSize, log);
+  const query = poolQuery(pool);
+  let closed = false;
+  return {
+    plants: postgresPlants(query),
+    tokens: postgresTokens(query),
+    audit: postgresAudit(query),
+    idempotency: postgresIdempotency(query),
+    rateLimits: postgresRateLimits(query),
+    migration,
+    async ping() {
+      await query('ping', 'SELECT 1', []);
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await pool.end();
+    },
+  };
+}
+
+/** The pool every statement runs on, with the bounds of timeouts.ts. */
+function createPool(url: string, durability: Durability, poolSize: number, log: Log): pg.Pool {
+  const pool = new pg.Pool({
+    ...connectionConfig(url, durability),
+    max: poolSize,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    statement_timeout: STATEMENT_TIMEOUT_MS,
+    // A connection whose peer vanished without a word (a cut cable, a dead proxy) is
+    // noticed by this client-side timeout, not by TCP minutes later.
+    query_timeout: STATEMENT_TIMEOUT_MS + 1_000,
+    keepAlive: true,
+    application_name: 'plantstore',
+    types,
+  });
+  // An idle connection that breaks is dropped by the pool; the next query opens a new
+  // one. Without a listener, the error would crash the process.
+  pool.on('error', (error) => {
+    log.warn({ err: error }, 'an idle PostgreSQL connection failed; the pool drops it');
+  });
+  return pool;
+}

@@ -1,0 +1,46 @@
+// How statements run on PostgreSQL: one autocommit statement each, on a connection of the
+// pool, with "cannot reach the database" turned into StoreUnavailableError.
+
+import pg from 'pg';
+import { StoreUnavailableError } from '../store.js';
+
+export type Query = <R extends pg.QueryResultRow>(
+  name: string,
+  text: string,
+  values: unknown[],
+) => Promise<pg.QueryResult<R>>;
+
+// SQLSTATE classes and codes that say "not now" rather than "not this": connection
+// exceptions, serialization failures and deadlocks, insufficient resources, operator
+// intervention, system errors; a read-only server (a failover in progress), refused
+// credentials (a rotation in progress) and a missing database.
+const UNAVAILABLE_CLASSES = new Set(['08', '28', '3D', '40', '53', '57', '58']);
+const UNAVAILABLE_CODES = new Set(['25006']);
+
+// What pg itself throws when the connection, not the statement, failed.
+const CONNECTION_TROUBLE = /connection|terminated|timeout|not queryable/i;
+
+/** Whether a failed database call means "try again later" (503) rather than a bug (500). */
+export function isUnavailable(error: unknown): boolean {
+  if (error instanceof pg.DatabaseError) {
+    const code = error.code ?? '';
+    return UNAVAILABLE_CLASSES.has(code.slice(0, 2)) || UNAVAILABLE_CODES.has(code);
+  }
+  if (!(error instanceof Error)) return false;
+  // Refused, reset, broken pipe, unreachable: Node's system errors carry a syscall.
+  return 'syscall' in error || CONNECTION_TROUBLE.test(error.message);
+}
+
+async function guard<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw isUnavailable(error) ? new StoreUnavailableError(error) : error;
+  }
+}
+
+/** Runs each statement on a connection of the pool, as a prepared statement of that name. */
+export function poolQuery(pool: pg.Pool): Query {
+  return <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
+    guard(() => pool.query<R>({ name, text, values }));
+}

@@ -1,0 +1,75 @@
+import type Database from 'better-sqlite3';
+import type { ErrorBody } from '../../core/errors.js';
+import {
+  type ClaimedKey,
+  type ClaimOutcome,
+  IDEMPOTENCY_KEY_TTL_MS,
+  IDEMPOTENCY_LEASE_MS,
+  type IdempotencyClaim,
+} from '../../core/idempotency.js';
+import { claimRefusal, type KeyRow, TAKE_KEY } from '../rows.js';
+import type { IdempotencyStore } from '../store.js';
+import type { GroupCommit } from './group-commit.js';
+import { batchedWrites } from './query.js';
+
+/** Expired keys one claim deletes at most: keeps the table from growing without a job. */
+const PURGE_BATCH = 100;
+
+function prepare(db: Database.Database) {
+  return {
+    // A new key is inserted, an expired or abandoned one taken over (TAKE_KEY).
+    take: db.prepare(
+      `INSERT INTO idempotency_keys AS k
+         (token_id, key, fingerprint, created_at, expires_at, lease_until)
+       VALUES (@tokenId, @key, @fingerprint, @at, @expiresAt, @leaseUntil)
+       ${TAKE_KEY}`,
+    ),
+    read: db.prepare(
+      `SELECT fingerprint, status, plant_id, plant_name, plant_tag, error_code, error_message
+       FROM idempotency_keys WHERE token_id = ? AND key = ?`,
+    ),
+    purge: db.prepare(
+      `DELETE FROM idempotency_keys WHERE rowid IN
+         (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ${PURGE_BATCH})`,
+    ),
+    settle: db.prepare(
+      `UPDATE idempotency_keys SET status = ?, error_code = ?, error_message = ?
+       WHERE token_id = ? AND key = ? AND status IS NULL`,
+    ),
+    release: db.prepare(
+      'DELETE FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
+    ),
+  };
+}
+
+type Statements = ReturnType<typeof prepare>;
+
+export function sqliteIdempotency(db: Database.Database, batches: GroupCommit): IdempotencyStore {
+  const write = batchedWrites(batches);
+  const statements = prepare(db);
+  return {
+    claim: (request: IdempotencyClaim) => write(() => claim(statements, request)),
+    settle: ({ tokenId, key }: ClaimedKey, status: number, error: ErrorBody) =>
+      write(() => void statements.settle.run(status, error.error, error.message, tokenId, key)),
+    release: ({ tokenId, key }: ClaimedKey) =>
+      write(() => void statements.release.run(tokenId, key)),
+  };
+}
+
+function claim(
+  { purge, take, read }: Statements,
+  { tokenId, key, fingerprint, at }: IdempotencyClaim,
+): ClaimOutcome {
+  const now = at.getTime();
+  purge.run(now);
+  const taken = take.get({
+    tokenId,
+    key,
+    fingerprint,
+    at: now,
+    expiresAt: now + IDEMPOTENCY_KEY_TTL_MS,
+    leaseUntil: now + IDEMPOTENCY_LEASE_MS,
+  });
+  if (taken !== undefined) return { state: 'claimed' };
+  return claimRefusal(read.get(tokenId, key) as KeyRow, fingerprint);
+}

@@ -1,0 +1,184 @@
+import type Database from 'better-sqlite3';
+import type { AuditAction, WriteOrigin } from '../../core/audit.js';
+import { INT64_MAX } from '../../core/int64.js';
+import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
+import { type PlantRow, toPlant } from '../rows.js';
+import {
+  type ConditionalWriteOptions,
+  IdsExhaustedError,
+  type InsertOptions,
+  KeyNotHeldError,
+  PlantChangedError,
+  PlantExistsError,
+  type PlantStore,
+  samePlant,
+} from '../store.js';
+import type { GroupCommit } from './group-commit.js';
+import { batchedWrites, guard, isSqliteError } from './query.js';
+
+const COLUMNS = 'id, name, tag';
+
+/** The statements that read plants. */
+function prepareReads(db: Database.Database) {
+  const page = (where: string) =>
+    db.prepare(`SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT @limit`);
+  return {
+    getOne: db.prepare(`SELECT ${COLUMNS} FROM plants WHERE id = ?`),
+    pages: {
+      all: page(''),
+      after: page('WHERE id > @after'),
+      tag: page('WHERE tag = @tag'),
+      tagAfter: page('WHERE tag = @tag AND id > @after'),
+    },
+  };
+}
+
+/** The statements that write plants, and the audit entries and keys that go with them. */
+function prepareWrites(db: Database.Database) {
+  return {
+    insertWithId: db.prepare(
+      `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${COLUMNS}`,
+    ),
+    insertNew: db.prepare(`INSERT INTO plants (name, tag) VALUES (?, ?) RETURNING ${COLUMNS}`),
+    largestAssigned: db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'plants'").pluck(),
+    update: db.prepare(
+      `UPDATE plants SET name = coalesce(@name, name),
+         tag = CASE WHEN @setTag THEN @tag ELSE tag END
+       WHERE id = @id RETURNING ${COLUMNS}`,
+    ),
+    remove: db.prepare('DELETE FROM plants WHERE id = ?'),
+    audit: db.prepare(
+      `INSERT INTO audit_log (at, action, plant_id, token_id, request_id,
+         before_name, before_tag, after_name, after_tag)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    settleCreated: db.prepare(
+      `UPDATE idempotency_keys SET status = 201, plant_id = ?, plant_name = ?, plant_tag = ?
+       WHERE token_id = ? AND key = ? AND status IS NULL`,
+    ),
+    keyHeld: db.prepare(
+      'SELECT 1 FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
+    ),
+  };
+}
+
+type Reads = ReturnType<typeof prepareReads>;
+type Writes = ReturnType<typeof prepareWrites>;
+
+export function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
+  const write = batchedWrites(batches);
+  const reads = prepareReads(db);
+  const writes = prepareWrites(db);
+  return {
+    insert: (plant: NewPlant, options: InsertOptions = {}) =>
+      write(() => insert(writes, plant, options)),
+    async get(id: bigint) {
+      const row = guard(() => reads.getOne.get(id)) as PlantRow | undefined;
+      return row && toPlant(row);
+    },
+    list: async (query: PlantQuery) => list(reads, query),
+    update: (id: bigint, change: PlantChange, { expected, by }: ConditionalWriteOptions = {}) =>
+      write(() => {
+        const before = currentPlant(reads, id, expected);
+        if (before === undefined) return undefined;
+        const after = applyChange(writes, id, change);
+        record(writes, 'update', id, before, after, by);
+        return after;
+      }),
+    delete: (id: bigint, { expected, by }: ConditionalWriteOptions = {}) =>
+      write(() => {
+        const before = currentPlant(reads, id, expected);
+        if (before === undefined) return false;
+        writes.remove.run(id);
+        record(writes, 'delete', id, before, undefined, by);
+        return true;
+      }),
+  };
+}
+
+function list(reads: Reads, { limit, after, tag }: PlantQuery): Plant[] {
+  const statement =
+    tag === undefined
+      ? after === undefined
+        ? reads.pages.all
+        : reads.pages.after
+      : after === undefined
+        ? reads.pages.tag
+        : reads.pages.tagAfter;
+  const rows = guard(() => statement.all({ limit, after, tag })) as PlantRow[];
+  return rows.map(toPlant);
+}
+
+/** The plant a conditional write acts on, read inside the write's own savepoint. */
+function currentPlant(reads: Reads, id: bigint, expected: Plant | undefined): Plant | undefined {
+  const row = reads.getOne.get(id) as PlantRow | undefined;
+  const plant = row && toPlant(row);
+  if (plant !== undefined && expected !== undefined && !samePlant(plant, expected)) {
+    throw new PlantChangedError(id);
+  }
+  return plant;
+}
+
+function record(
+  writes: Writes,
+  action: AuditAction,
+  id: bigint,
+  before: Plant | undefined,
+  after: Plant | undefined,
+  by: WriteOrigin | undefined,
+) {
+  return writes.audit.run(
+    Date.now(),
+    action,
+    id,
+    by?.tokenId ?? null,
+    by?.requestId ?? null,
+    before?.name ?? null,
+    before?.tag ?? null,
+    after?.name ?? null,
+    after?.tag ?? null,
+  );
+}
+
+/** A create, its audit entry and the settling of its key: run inside a write's savepoint. */
+function insert(writes: Writes, plant: NewPlant, { by, idempotencyKey }: InsertOptions): Plant {
+  if (
+    idempotencyKey &&
+    writes.keyHeld.get(idempotencyKey.tokenId, idempotencyKey.key) === undefined
+  ) {
+    throw new KeyNotHeldError();
+  }
+  const created = create(writes, plant);
+  record(writes, 'create', created.id, undefined, created, by);
+  if (idempotencyKey !== undefined) {
+    const { tokenId, key } = idempotencyKey;
+    writes.settleCreated.run(created.id, created.name, created.tag ?? null, tokenId, key);
+  }
+  return created;
+}
+
+function create(writes: Writes, { id, name, tag }: NewPlant): Plant {
+  if (id === undefined) {
+    // Checked first: SQLite answers exhaustion with SQLITE_FULL, which may roll back
+    // the whole transaction, and with it the other writes of the batch.
+    if (writes.largestAssigned.get() === INT64_MAX) throw new IdsExhaustedError();
+    return toPlant(writes.insertNew.get(name, tag ?? null) as PlantRow);
+  }
+  try {
+    return toPlant(writes.insertWithId.get(id, name, tag ?? null) as PlantRow);
+  } catch (error) {
+    if (isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) throw new PlantExistsError(id);
+    throw error;
+  }
+}
+
+function applyChange(writes: Writes, id: bigint, change: PlantChange): Plant {
+  return toPlant(
+    writes.update.get({
+      id,
+      name: change.name ?? null,
+      setTag: change.tag === undefined ? 0 : 1,
+      tag: change.tag ?? null,
+    }) as PlantRow,
+  );
+}
