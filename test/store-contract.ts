@@ -639,12 +639,12 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
       it('a refusal is kept by settle; release frees a key still in flight only', async (t) => {
         const store = await open(t);
         await store.idempotency.claim(claim());
-        const error = { error: 40901, message: 'exists' };
-        await store.idempotency.settle({ tokenId: 1, key: 'k1' }, 409, error);
+        const refusal = { name: 'plantExists', message: 'exists' } as const;
+        await store.idempotency.settle({ tokenId: 1, key: 'k1' }, refusal);
         await store.idempotency.release({ tokenId: 1, key: 'k1' });
         assert.deepEqual(await store.idempotency.claim(claim()), {
           state: 'answered',
-          answer: { status: 409, error },
+          answer: { refusal },
         });
         await store.idempotency.claim(claim({ key: 'k2' }));
         await store.idempotency.release({ tokenId: 1, key: 'k2' });
@@ -664,8 +664,10 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         assert.deepEqual(await store.idempotency.claim(claim({ at: afterLease })), {
           state: 'claimed',
         });
-        const error = { error: 40901, message: 'exists' };
-        await store.idempotency.settle({ tokenId: 1, key: 'k1' }, 409, error);
+        await store.idempotency.settle(
+          { tokenId: 1, key: 'k1' },
+          { name: 'plantExists', message: 'exists' },
+        );
         const expired = later(IDEMPOTENCY_LEASE_MS + IDEMPOTENCY_KEY_TTL_MS);
         assert.deepEqual(await store.idempotency.claim(claim({ fingerprint: 'f2', at: expired })), {
           state: 'claimed',

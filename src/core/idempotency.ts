@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ErrorBody } from './errors.js';
+import type { ErrorName } from './errors.js';
 import type { NewPlant, Plant } from './plant.js';
 
 /** How long a key is remembered after its first use; a later reuse is a new request. */
@@ -39,8 +39,17 @@ export function fingerprintOf(plant: NewPlant): string {
   return createHash('sha256').update(canonical).digest('base64url');
 }
 
+/**
+ * A refusal kept for a key: its name in the catalogue and its message. The code and the
+ * status follow from the name, so a replay is the same ApiError the first request got.
+ */
+export interface KeptRefusal {
+  name: ErrorName;
+  message: string;
+}
+
 /** The answer a key's first request got, replayed to every retry. */
-export type KeptAnswer = { status: 201; plant: Plant } | { status: number; error: ErrorBody };
+export type KeptAnswer = { status: 201; plant: Plant } | { refusal: KeptRefusal };
 
 /** A key to take for a create: the caller's, within the token that sent it. */
 export interface IdempotencyClaim {

@@ -1,6 +1,6 @@
 import { type Log, silentLog } from '../core/log.js';
 import type { WriteOrigin } from '../core/audit.js';
-import { ApiError, errorNamed } from '../core/errors.js';
+import { ApiError } from '../core/errors.js';
 import { etagOf, type IfMatch, matches } from '../core/etag.js';
 import { type ClaimedKey, fingerprintOf, type KeptAnswer } from '../core/idempotency.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
@@ -78,10 +78,12 @@ export class PlantService {
       if (error instanceof ApiError) {
         // A refusal is the request's answer, and a retry gets it again. Should keeping it
         // fail, the key is freed instead: the refusal still stands.
-        await this.keys.settle(key, error.status, error.toBody()).catch((settling: unknown) => {
-          this.log.warn({ err: settling }, 'refusal not kept for its Idempotency-Key');
-          return this.freeKey(key);
-        });
+        await this.keys
+          .settle(key, { name: error.errorName, message: error.message })
+          .catch((settling: unknown) => {
+            this.log.warn({ err: settling }, 'refusal not kept for its Idempotency-Key');
+            return this.freeKey(key);
+          });
       } else {
         // No definite answer (the database failed): the create may be retried for real.
         await this.freeKey(key);
@@ -155,8 +157,7 @@ export class PlantService {
 /** The answer kept for a key, given again, and marked as such. */
 function replay(answer: KeptAnswer): Created {
   if ('plant' in answer) return { plant: answer.plant, replayed: true };
-  const name = errorNamed(answer.error.error) ?? 'internal';
-  throw new ApiError(name, answer.error.message, {}, { replayed: true });
+  throw new ApiError(answer.refusal.name, answer.refusal.message, {}, { replayed: true });
 }
 
 /** Runs a conditional write; the plant changing between the check and the write is 412. */

@@ -1,5 +1,6 @@
 import type { AuditAction, AuditEntry } from '../core/audit.js';
-import type { ClaimOutcome } from '../core/idempotency.js';
+import { errorCatalogue, errorNamed, statusOf } from '../core/errors.js';
+import type { ClaimOutcome, KeptRefusal } from '../core/idempotency.js';
 import type { Plant } from '../core/plant.js';
 import { isScope, type Scope } from '../core/scopes.js';
 
@@ -66,6 +67,12 @@ export interface KeyRow {
   error_message: string | null;
 }
 
+/** The columns a kept refusal is stored in: its status, its code and its message. */
+export function refusalColumns({ name, message }: KeptRefusal): [number, number, string] {
+  const kind = errorCatalogue[name];
+  return [statusOf(kind), kind.code, message];
+}
+
 /** What a claim that did not take the key found instead. */
 export function claimRefusal(row: KeyRow, fingerprint: string): ClaimOutcome {
   if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
@@ -75,8 +82,10 @@ export function claimRefusal(row: KeyRow, fingerprint: string): ClaimOutcome {
     const plant = toPlant({ id: row.plant_id!, name: row.plant_name!, tag: row.plant_tag });
     return { state: 'answered', answer: { status: 201, plant } };
   }
-  const error = { error: Number(row.error_code), message: row.error_message ?? '' };
-  return { state: 'answered', answer: { status, error } };
+  // Codes are never reused for another meaning; one this version does not know (kept by a
+  // newer one) is answered as what it is to us, an unexpected error.
+  const name = errorNamed(Number(row.error_code)) ?? 'internal';
+  return { state: 'answered', answer: { refusal: { name, message: row.error_message ?? '' } } };
 }
 
 /**

@@ -1,6 +1,10 @@
 import type { AuditEntry, AuditQuery, WriteOrigin } from '../core/audit.js';
-import type { ErrorBody } from '../core/errors.js';
-import type { ClaimedKey, ClaimOutcome, IdempotencyClaim } from '../core/idempotency.js';
+import type {
+  ClaimedKey,
+  ClaimOutcome,
+  IdempotencyClaim,
+  KeptRefusal,
+} from '../core/idempotency.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
 import type { Scope } from '../core/scopes.js';
 import type { TokenRecord } from '../core/tokens.js';
@@ -69,7 +73,7 @@ export interface AuditStore {
  */
 export interface IdempotencyStore {
   claim(claim: IdempotencyClaim): Promise<ClaimOutcome>;
-  settle(key: ClaimedKey, status: number, error: ErrorBody): Promise<void>;
+  settle(key: ClaimedKey, refusal: KeptRefusal): Promise<void>;
   release(key: ClaimedKey): Promise<void>;
 }
 

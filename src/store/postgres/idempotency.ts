@@ -1,11 +1,11 @@
-import type { ErrorBody } from '../../core/errors.js';
 import {
   type ClaimedKey,
   IDEMPOTENCY_KEY_TTL_MS,
   IDEMPOTENCY_LEASE_MS,
   type IdempotencyClaim,
+  type KeptRefusal,
 } from '../../core/idempotency.js';
-import { claimRefusal, type KeyRow, TAKE_KEY } from '../rows.js';
+import { claimRefusal, type KeyRow, refusalColumns, TAKE_KEY } from '../rows.js';
 import type { IdempotencyStore } from '../store.js';
 import type { Query } from './query.js';
 
@@ -47,12 +47,12 @@ export function postgresIdempotency(query: Query): IdempotencyStore {
       if (found.rows[0] === undefined) return this.claim({ tokenId, key, fingerprint, at });
       return claimRefusal(found.rows[0], fingerprint);
     },
-    async settle({ tokenId, key }: ClaimedKey, status: number, error: ErrorBody) {
+    async settle({ tokenId, key }: ClaimedKey, refusal: KeptRefusal) {
       await query(
         'idempotency.settle',
         `UPDATE idempotency_keys SET status = $3, error_code = $4, error_message = $5
          WHERE token_id = $1 AND key = $2 AND status IS NULL`,
-        [tokenId, key, status, error.error, error.message],
+        [tokenId, key, ...refusalColumns(refusal)],
       );
     },
     async release({ tokenId, key }: ClaimedKey) {

@@ -1,13 +1,13 @@
 import type Database from 'better-sqlite3';
-import type { ErrorBody } from '../../core/errors.js';
 import {
   type ClaimedKey,
   type ClaimOutcome,
   IDEMPOTENCY_KEY_TTL_MS,
   IDEMPOTENCY_LEASE_MS,
   type IdempotencyClaim,
+  type KeptRefusal,
 } from '../../core/idempotency.js';
-import { claimRefusal, type KeyRow, TAKE_KEY } from '../rows.js';
+import { claimRefusal, type KeyRow, refusalColumns, TAKE_KEY } from '../rows.js';
 import type { IdempotencyStore } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites } from './query.js';
@@ -49,8 +49,8 @@ export function sqliteIdempotency(db: Database.Database, batches: GroupCommit): 
   const statements = prepare(db);
   return {
     claim: (request: IdempotencyClaim) => write(() => claim(statements, request)),
-    settle: ({ tokenId, key }: ClaimedKey, status: number, error: ErrorBody) =>
-      write(() => void statements.settle.run(status, error.error, error.message, tokenId, key)),
+    settle: ({ tokenId, key }: ClaimedKey, refusal: KeptRefusal) =>
+      write(() => void statements.settle.run(...refusalColumns(refusal), tokenId, key)),
     release: ({ tokenId, key }: ClaimedKey) =>
       write(() => void statements.release.run(tokenId, key)),
   };
