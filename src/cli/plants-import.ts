@@ -99,24 +99,29 @@ export async function importFile(
   const summary: ImportSummary = { lines: 0, created: 0, replayed: 0, failures: [] };
   const seen = new Map<string, number>();
   const running = new Set<Promise<void>>();
-  let bytes = 0;
+  /** Bytes of the lines answered so far, blank ones included, for the fraction done. */
+  let done = 0;
   let number = 0;
-  const tally = (outcome: Outcome) => {
+  const tally = (outcome: Outcome, size: number) => {
     if (outcome === 'created') summary.created++;
     else if (outcome === 'replayed') summary.replayed++;
     else {
       summary.failures.push(outcome);
       options.onFailure?.(outcome);
     }
-    const done = summary.created + summary.replayed + summary.failures.length;
-    const failed = summary.failures.length;
-    options.progress.update(done, options.size ? bytes / options.size : 1, `${failed} failed`);
+    done += size;
+    const count = summary.created + summary.replayed + summary.failures.length;
+    const failed = `${summary.failures.length} failed`;
+    options.progress.update(count, options.size ? done / options.size : 1, failed);
   };
   const lines = createInterface({ input: createReadStream(file), crlfDelay: Infinity });
   for await (const raw of lines) {
-    bytes += Buffer.byteLength(raw) + 1;
+    const size = Buffer.byteLength(raw) + 1;
     const text = ++number === 1 ? raw.replace(/^\uFEFF/, '') : raw;
-    if (text.trim() === '' || summary.stopped !== undefined) continue;
+    if (text.trim() === '') {
+      done += size;
+      continue;
+    }
     summary.lines++;
     // 96 bits of the hash are enough to tell lines apart, and keep the map small.
     const digest = createHash('sha256').update(text).digest('base64url').slice(0, 16);
@@ -124,14 +129,17 @@ export async function importFile(
     seen.set(digest, occurrence + 1);
     const line = number;
     const task = importLine(client, line, text, lineKey(options.batch, text, occurrence))
-      .then(tally, (error: unknown) => {
-        // Not the server refusing the line: it could not be asked. The rest would fail alike.
-        if (summary.stopped === undefined || line < summary.stoppedAt!) {
-          summary.stopped = error;
-          summary.stoppedAt = line;
-        }
-        summary.lines--;
-      })
+      .then(
+        (outcome) => tally(outcome, size),
+        (error: unknown) => {
+          // Not the server refusing the line: it could not be asked. The rest would fail alike.
+          if (summary.stopped === undefined || line < summary.stoppedAt!) {
+            summary.stopped = error;
+            summary.stoppedAt = line;
+          }
+          summary.lines--;
+        },
+      )
       .finally(() => running.delete(task));
     running.add(task);
     if (running.size >= options.concurrency) await Promise.race(running);

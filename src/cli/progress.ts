@@ -61,7 +61,7 @@ export function progress(stream: ProgressStream, options: ProgressOptions): Prog
       drawn = now();
       const text = `${fraction === undefined ? '' : `${bar(fraction)} `}${count(done, note)}`;
       // Cut to the terminal's width: a wrapped line could not be redrawn by `\r`.
-      stream.write(`\r${text.slice(0, (stream.columns ?? 80) - 1)}\x1b[K`);
+      stream.write(`\r${text.slice(0, (stream.columns || 80) - 1)}\x1b[K`);
     },
     finish() {
       if (drawn !== -Infinity) stream.write('\r\x1b[K');
