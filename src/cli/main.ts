@@ -24,6 +24,7 @@ import {
   type TimeoutOptions,
 } from './options.js';
 import { auditCommand } from './audit-command.js';
+import { backupCommands } from './backup-commands.js';
 import { tokenCommand } from './token-commands.js';
 
 interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
@@ -189,6 +190,7 @@ function program(): Command {
 
   root.addCommand(tokenCommand());
   root.addCommand(auditCommand());
+  for (const command of backupCommands()) root.addCommand(command);
   // Subcommands inherit neither exitOverride nor help-after-error; set them on each.
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
   for (const command of all(root)) command.exitOverride().showHelpAfterError();
