@@ -24,6 +24,7 @@ import {
   type TimeoutOptions,
 } from './options.js';
 import { auditCommand } from './audit-command.js';
+import { backupCommands } from './backup-commands.js';
 import { plantsCommand } from './plants-command.js';
 import { tokenCommand } from './token-commands.js';
 
@@ -190,6 +191,7 @@ function program(): Command {
 
   root.addCommand(tokenCommand());
   root.addCommand(auditCommand());
+  for (const command of backupCommands()) root.addCommand(command);
   root.addCommand(plantsCommand());
   // Subcommands inherit neither exitOverride nor help-after-error; set them on each.
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];

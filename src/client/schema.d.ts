@@ -166,7 +166,7 @@ export interface paths {
     };
     /**
      * Asset of the API reference page
-     * @description Script and style sheet of the reference page.
+     * @description Scripts and style sheet of the reference page.
      */
     get: operations['getDocsAsset'];
     put?: never;
@@ -2580,7 +2580,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description swagger-ui.css or swagger-ui-bundle.js */
+        /** @description swagger-ui.css, swagger-ui-bundle.js or lossless-json.js */
         file: string;
       };
       cookie?: never;

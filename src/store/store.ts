@@ -39,7 +39,7 @@ export interface ConditionalWriteOptions extends WriteOptions {
 
 /**
  * The persistence contract every database adapter implements (see
- * test/store-contract.ts, which runs the same suite against each adapter).
+ * test/store/store-contract.ts, which runs the same suite against each adapter).
  * Adapters throw the errors below for expected outcomes, never database errors.
  * Every write that changes a plant adds its audit entry in the same transaction.
  */

@@ -38,7 +38,7 @@ export function openSqliteStore(
     closeAfterFailure(db, log);
     throw error;
   }
-  const batches = new GroupCommit(db);
+  const batches = new GroupCommit(db, log);
   const plants = sqlitePlants(db, batches);
   const tokens = sqliteTokens(db, batches);
   const audit = sqliteAudit(db);
