@@ -131,7 +131,18 @@ export interface Store {
   readonly migration: MigrationReport;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
+  /** The connection pool's state now, where there is one (PostgreSQL). */
+  connections?(): PoolState;
   close(): Promise<void>;
+}
+
+export interface PoolState {
+  /** Connections open, busy or idle. */
+  open: number;
+  idle: number;
+  /** Statements waiting for a connection. */
+  waiting: number;
+  max: number;
 }
 
 export class PlantExistsError extends Error {

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { parseIntoClientConfig } from 'pg-connection-string';
 import { type Log, silentLog } from '../../core/log.js';
+import { type Metrics, noMetrics } from '../../core/metrics.js';
 import { loadMigrations } from '../migrations.js';
 import type { Durability, Store } from '../store.js';
 import { postgresAudit } from './audit.js';
@@ -56,10 +57,11 @@ export function connectionConfig(url: string, durability: Durability): pg.Client
 export async function openPostgresStore(
   { url, durability = 'power', poolSize = DEFAULT_POOL_SIZE }: PostgresOptions,
   log: Log = silentLog,
+  metrics: Metrics = noMetrics,
 ): Promise<Store> {
   const migration = await migratePostgres(url, loadMigrations('postgres'), log);
   const pool = createPool(url, durability, poolSize, log);
-  const query = poolQuery(pool);
+  const query = poolQuery(pool, metrics);
   let closed = false;
   return {
     plants: postgresPlants(query),
@@ -71,6 +73,12 @@ export async function openPostgresStore(
     async ping() {
       await query('ping', 'SELECT 1', []);
     },
+    connections: () => ({
+      open: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+      max: poolSize,
+    }),
     async close() {
       if (closed) return;
       closed = true;

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { type Log, silentLog } from '../../core/log.js';
+import { type Metrics, noMetrics } from '../../core/metrics.js';
 import { loadMigrations, type MigrationReport } from '../migrations.js';
 import type { Durability, Store } from '../store.js';
 import { sqliteAudit } from './audit.js';
@@ -27,6 +28,7 @@ export interface SqliteOptions {
 export function openSqliteStore(
   { file, durability = 'power' }: SqliteOptions,
   log: Log = silentLog,
+  metrics: Metrics = noMetrics,
 ): Store {
   if (file !== ':memory:') createPrivately(file);
   const db = new Database(file);
@@ -38,7 +40,7 @@ export function openSqliteStore(
     closeAfterFailure(db, log);
     throw error;
   }
-  const batches = new GroupCommit(db, log);
+  const batches = new GroupCommit(db, log, metrics);
   const plants = sqlitePlants(db, batches);
   const tokens = sqliteTokens(db, batches);
   const audit = sqliteAudit(db);
