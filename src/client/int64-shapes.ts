@@ -8,4 +8,16 @@ export const int64Shapes: Record<string, Record<string, Int64Shape>> = {
   'POST /plants': { '201': { properties: { id: { int64: true } } } },
   'GET /plants/{id}': { '200': { properties: { id: { int64: true } } } },
   'PATCH /plants/{id}': { '200': { properties: { id: { int64: true } } } },
+  'GET /webhooks': { '200': { items: { properties: { id: { int64: true } } } } },
+  'POST /webhooks': { '201': { properties: { id: { int64: true } } } },
+  'GET /webhooks/{id}': { '200': { properties: { id: { int64: true } } } },
+  'PATCH /webhooks/{id}': { '200': { properties: { id: { int64: true } } } },
+  'POST /webhooks/{id}/rotate-secret': { '200': { properties: { id: { int64: true } } } },
+  'GET /webhooks/{id}/deliveries': {
+    '200': {
+      items: {
+        properties: { id: { int64: true }, payload: { properties: { id: { int64: true } } } },
+      },
+    },
+  },
 };

@@ -61,6 +61,138 @@ export interface paths {
     patch: operations['updatePlant'];
     trace?: never;
   };
+  '/webhooks': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List webhook endpoints
+     * @description Endpoints in ascending id order, one page at a time; the `Link` header carries the next page while there is one.
+     */
+    get: operations['listWebhooks'];
+    put?: never;
+    /**
+     * Subscribe an endpoint to plant changes
+     * @description Creates a webhook endpoint: from now on, every plant change of the events named is POSTed to the URL, signed per Standard Webhooks (see the `webhooks` section). The answer carries the signing secret, shown this once. A URL whose host resolves to a non-public address is refused (`400`), and so is every connection to one later.
+     */
+    post: operations['createWebhook'];
+    delete?: never;
+    /**
+     * CORS preflight
+     * @description Sent by browsers before a cross-origin request that is not "simple" (one with `Authorization`, for instance); answered only when the server runs with `--cors-origins`. From an allowed origin: `204`, allowing GET, POST and the request headers listed in `Access-Control-Allow-Headers`. From another origin: `403` (40302). Without `Origin` and `Access-Control-Request-Method`, or with CORS off: `405` with `Allow`, as for any method the path does not support.
+     */
+    options: operations['preflightWebhooks'];
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Read a webhook endpoint
+     * @description The endpoint with this id (never its secret).
+     */
+    get: operations['getWebhook'];
+    put?: never;
+    post?: never;
+    /**
+     * Delete a webhook endpoint
+     * @description Deletes the endpoint with its messages and their attempts; nothing more is sent.
+     */
+    delete: operations['deleteWebhook'];
+    /**
+     * CORS preflight
+     * @description Sent by browsers before a cross-origin request that is not "simple" (one with `Authorization`, for instance); answered only when the server runs with `--cors-origins`. From an allowed origin: `204`, allowing GET, PATCH, DELETE and the request headers listed in `Access-Control-Allow-Headers`. From another origin: `403` (40302). Without `Origin` and `Access-Control-Request-Method`, or with CORS off: `405` with `Allow`, as for any method the path does not support.
+     */
+    options: operations['preflightWebhooksId'];
+    head?: never;
+    /**
+     * Update a webhook endpoint
+     * @description Applies a JSON merge patch (RFC 7396) to `url`, `events`, `description` and `enabled`. `"enabled": true` re-enables an endpoint that was disabled; its pending messages are then sent. A new URL is checked as at creation.
+     */
+    patch: operations['updateWebhook'];
+    trace?: never;
+  };
+  '/webhooks/{id}/rotate-secret': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Rotate the signing secret
+     * @description Makes a new signing secret, shown this once. For 24 hours the previous secret keeps signing beside it (two signatures in `webhook-signature`), so a receiver can switch to the new one without losing a message. Rotating again within those 24 hours ends the oldest secret at once.
+     */
+    post: operations['rotateWebhookSecret'];
+    delete?: never;
+    /**
+     * CORS preflight
+     * @description Sent by browsers before a cross-origin request that is not "simple" (one with `Authorization`, for instance); answered only when the server runs with `--cors-origins`. From an allowed origin: `204`, allowing POST and the request headers listed in `Access-Control-Allow-Headers`. From another origin: `403` (40302). Without `Origin` and `Access-Control-Request-Method`, or with CORS off: `405` with `Allow`, as for any method the path does not support.
+     */
+    options: operations['preflightWebhooksIdRotateSecret'];
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks/{id}/deliveries': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List an endpoint's deliveries
+     * @description Every message written for the endpoint, newest first, with its attempts; `status` keeps only those in that state. Delivered and failed messages are kept for the time `--webhook-retention` gives (30 days by default).
+     */
+    get: operations['listDeliveries'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    /**
+     * CORS preflight
+     * @description Sent by browsers before a cross-origin request that is not "simple" (one with `Authorization`, for instance); answered only when the server runs with `--cors-origins`. From an allowed origin: `204`, allowing GET and the request headers listed in `Access-Control-Allow-Headers`. From another origin: `403` (40302). Without `Origin` and `Access-Control-Request-Method`, or with CORS off: `405` with `Allow`, as for any method the path does not support.
+     */
+    options: operations['preflightWebhooksIdDeliveries'];
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks/{id}/deliveries/{deliveryId}/retry': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Send a delivery again now
+     * @description Makes the message pending with one more attempt due now, whatever its state (a message that has failed for good too). The attempt is made while the endpoint is enabled, with the same `webhook-id`.
+     */
+    post: operations['retryDelivery'];
+    delete?: never;
+    /**
+     * CORS preflight
+     * @description Sent by browsers before a cross-origin request that is not "simple" (one with `Authorization`, for instance); answered only when the server runs with `--cors-origins`. From an allowed origin: `204`, allowing POST and the request headers listed in `Access-Control-Allow-Headers`. From another origin: `403` (40302). Without `Origin` and `Access-Control-Request-Method`, or with CORS off: `405` with `Allow`, as for any method the path does not support.
+     */
+    options: operations['preflightWebhooksIdDeliveriesDeliveryIdRetry'];
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/healthz': {
     parameters: {
       query?: never;
@@ -182,7 +314,68 @@ export interface paths {
     trace?: never;
   };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+  '/plant/webhook': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Information about a new plant added to the store
+     * @description Sent to every enabled endpoint subscribed to `plant.created`, for each change committed after it subscribed. The body is the new plant, as created. exactly: no envelope, `tag` absent when none, `id` an exact JSON integer at any int64 value (parse it without losing digits above 2^53). Any `2xx` answer acknowledges the message. `410 Gone` disables the endpoint. Anything else (another status, a redirect, which is never followed, no answer within the timeout) is a failed attempt, tried again per the retry schedule; a `Retry-After` on `429` or `503` lengthens the wait.
+     */
+    post: operations['plant-created-message'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'plant.updated': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * A plant was changed
+     * @description Sent to every enabled endpoint subscribed to `plant.updated`, for each change committed after it subscribed. The body is the plant as updated. exactly: no envelope, `tag` absent when none, `id` an exact JSON integer at any int64 value (parse it without losing digits above 2^53). Any `2xx` answer acknowledges the message. `410 Gone` disables the endpoint. Anything else (another status, a redirect, which is never followed, no answer within the timeout) is a failed attempt, tried again per the retry schedule; a `Retry-After` on `429` or `503` lengthens the wait.
+     */
+    post: operations['plant-updated-message'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  'plant.deleted': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * A plant was deleted
+     * @description Sent to every enabled endpoint subscribed to `plant.deleted`, for each change committed after it subscribed. The body is the plant as it was before it was deleted. exactly: no envelope, `tag` absent when none, `id` an exact JSON integer at any int64 value (parse it without losing digits above 2^53). Any `2xx` answer acknowledges the message. `410 Gone` disables the endpoint. Anything else (another status, a redirect, which is never followed, no answer within the timeout) is a failed attempt, tried again per the retry schedule; a `Retry-After` on `429` or `503` lengthens the wait.
+     */
+    post: operations['plant-deleted-message'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+}
 export interface components {
   schemas: {
     /** @description A plant. `tag` is absent when the plant has none. */
@@ -231,12 +424,16 @@ export interface components {
         | 40007
         | 40008
         | 40009
+        | 40010
+        | 40011
         | 40101
         | 40102
         | 40301
         | 40302
         | 40401
         | 40402
+        | 40403
+        | 40404
         | 40501
         | 40801
         | 40901
@@ -259,16 +456,131 @@ export interface components {
       /** @constant */
       status: 'ok';
     };
+    /** @description A webhook endpoint (subscription). Its secret is shown only when made. */
+    WebhookEndpoint: {
+      /**
+       * Format: int64
+       * @description Identifier of the webhook endpoint.
+       */
+      id: bigint;
+      /** @description Where messages are POSTed: an `http` or `https` URL without credentials, whose host resolves to public addresses only (unless the server opens networks with `--webhook-allow-networks`). */
+      url: string;
+      /** @description The changes the endpoint receives messages for. */
+      events: ('plant.created' | 'plant.updated' | 'plant.deleted')[];
+      /** @description What the endpoint is for, for people: up to 500 characters. */
+      description?: string;
+      /** @description False once disabled: by a PATCH, by a `410 Gone` answer, or after failing only for the time `--webhook-disable-after` gives. A disabled endpoint gets no messages. */
+      enabled: boolean;
+      /**
+       * Format: date-time
+       * @description When the endpoint was created.
+       */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When the endpoint was last changed.
+       */
+      updatedAt: string;
+    };
+    /** @description A webhook endpoint with its new signing secret. */
+    WebhookEndpointWithSecret: {
+      /**
+       * Format: int64
+       * @description Identifier of the webhook endpoint.
+       */
+      id: bigint;
+      /** @description Where messages are POSTed: an `http` or `https` URL without credentials, whose host resolves to public addresses only (unless the server opens networks with `--webhook-allow-networks`). */
+      url: string;
+      /** @description The changes the endpoint receives messages for. */
+      events: ('plant.created' | 'plant.updated' | 'plant.deleted')[];
+      /** @description What the endpoint is for, for people: up to 500 characters. */
+      description?: string;
+      /** @description False once disabled: by a PATCH, by a `410 Gone` answer, or after failing only for the time `--webhook-disable-after` gives. A disabled endpoint gets no messages. */
+      enabled: boolean;
+      /**
+       * Format: date-time
+       * @description When the endpoint was created.
+       */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When the endpoint was last changed.
+       */
+      updatedAt: string;
+      /** @description The signing secret, `whsec_` + base64 of 32 random bytes. Shown in this answer only: keep it to verify `webhook-signature`. */
+      secret: string;
+    };
+    NewWebhookEndpoint: {
+      /** @description Where messages are POSTed: an `http` or `https` URL without credentials, whose host resolves to public addresses only (unless the server opens networks with `--webhook-allow-networks`). */
+      url: string;
+      /** @description The changes the endpoint receives messages for; `["plant.created"]` if absent. */
+      events?: ('plant.created' | 'plant.updated' | 'plant.deleted')[];
+      /** @description What the endpoint is for, for people: up to 500 characters. */
+      description?: string;
+    };
+    /** @description A JSON merge patch (RFC 7396): absent fields are left alone, null removes. */
+    WebhookEndpointPatch: {
+      /** @description Where messages are POSTed: an `http` or `https` URL without credentials, whose host resolves to public addresses only (unless the server opens networks with `--webhook-allow-networks`). */
+      url?: string;
+      /** @description The changes the endpoint receives messages for. */
+      events?: ('plant.created' | 'plant.updated' | 'plant.deleted')[];
+      /** @description New description, or null to remove it. */
+      description?: string | null;
+      /** @description true re-enables the endpoint; false stops its messages. */
+      enabled?: boolean;
+    };
+    /** @description One message to one endpoint, and its attempts. */
+    Delivery: {
+      /**
+       * Format: int64
+       * @description Identifier of the delivery (message).
+       */
+      id: bigint;
+      /** @description The `webhook-id` header of the message, the same on every attempt. */
+      webhookId: string;
+      /** @description A kind of plant change: `plant.created`, `plant.updated` or `plant.deleted`. */
+      eventType: 'plant.created' | 'plant.updated' | 'plant.deleted';
+      payload: components['schemas']['Plant'];
+      /** @description `pending`: to be sent (again); `delivered`: answered 2xx; `failed`: every attempt of the retry schedule failed. */
+      status: 'pending' | 'delivered' | 'failed';
+      /**
+       * Format: date-time
+       * @description When the change that caused the message was committed.
+       */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When the next attempt is due; only while pending.
+       */
+      nextAttemptAt?: string;
+      /** @description Every attempt, oldest first. */
+      attempts: components['schemas']['DeliveryAttempt'][];
+    };
+    DeliveryAttempt: {
+      /**
+       * Format: date-time
+       * @description When the attempt started.
+       */
+      at: string;
+      /** @description How long it took, in milliseconds. */
+      durationMs: number;
+      /** @description The receiver's status; null when there was no answer. */
+      httpStatus: number | null;
+      /** @description Why the attempt failed without an answer (refused, timed out, an address not allowed) or what was wrong with the answer (a redirect); null otherwise. */
+      error: string | null;
+      /** @description The first 1 KiB of the receiver's answer. */
+      responseExcerpt: string;
+    };
   };
   responses: never;
   parameters: never;
   requestBodies: never;
   headers: {
-    /** @description Path of the plant created, e.g. /plants/42. */
+    /** @description Path of what was created, e.g. /plants/42 or /webhooks/7. */
     Location: string;
     /** @description Strong entity tag of the plant as answered; send it back in `If-Match` to update or delete the plant only if nobody changed it since. */
     ETag: string;
-    /** @description RFC 8288 link to the next page, `</plants?limit=...&after=...>; rel="next"`; absent on the last page. */
+    /** @description RFC 8288 link to the next page, such as `</plants?limit=...&after=...>; rel="next"`; absent on the last page. */
     Link: string;
     /** @description Seconds after which the request may be retried. */
     'Retry-After': string;
@@ -1666,6 +1978,2283 @@ export interface operations {
       };
     };
   };
+  listWebhooks: {
+    parameters: {
+      query?: {
+        /** @description Largest number of items to return. */
+        limit?: number;
+        /** @description Cursor: return only endpoints whose id is greater than this. */
+        after?: bigint;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description A page of endpoints. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Link: components['headers']['Link'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['WebhookEndpoint'][];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  createWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['NewWebhookEndpoint'];
+      };
+    };
+    responses: {
+      /** @description The endpoint was created; keep its secret. */
+      201: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Location: components['headers']['Location'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['WebhookEndpointWithSecret'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40003` The request body is not well-formed JSON.
+       *     - `40004` The request body does not match the schema.
+       *     - `40006` The HTTP request is malformed.
+       *     - `40009` The request body nests deeper than 16 levels or has an array of over 1000 items.
+       *     - `40011` The webhook URL is refused: it must be http or https, without credentials, to a public address.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `41301` The request body is larger than the limit.
+       */
+      413: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `41501` The request body has an unsupported media type.
+       */
+      415: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  preflightWebhooks: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description The origin of the page, e.g. `https://app.example` (set by the browser). */
+        Origin?: string;
+        /** @description The method of the request the page wants to make (set by the browser). */
+        'Access-Control-Request-Method'?: string;
+        /** @description The headers it wants to send (set by the browser). */
+        'Access-Control-Request-Headers'?: string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The browser may send the request. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Access-Control-Allow-Origin': components['headers']['Access-Control-Allow-Origin'];
+          'Access-Control-Allow-Methods': components['headers']['Access-Control-Allow-Methods'];
+          'Access-Control-Allow-Headers': components['headers']['Access-Control-Allow-Headers'];
+          'Access-Control-Max-Age': components['headers']['Access-Control-Max-Age'];
+          Vary: components['headers']['Vary'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40302` Web pages from this origin may not call the API (CORS).
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40501` The resource does not support this method.
+       */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Allow: components['headers']['Allow'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  getWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description Identifier of the webhook endpoint. */
+        id: bigint;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The endpoint. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['WebhookEndpoint'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       *     - `40010` The webhook endpoint or delivery id must be a decimal int64.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40403` No webhook endpoint has this id.
+       */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  deleteWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description Identifier of the webhook endpoint. */
+        id: bigint;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The endpoint was deleted. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       *     - `40010` The webhook endpoint or delivery id must be a decimal int64.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40403` No webhook endpoint has this id.
+       */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  preflightWebhooksId: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description The origin of the page, e.g. `https://app.example` (set by the browser). */
+        Origin?: string;
+        /** @description The method of the request the page wants to make (set by the browser). */
+        'Access-Control-Request-Method'?: string;
+        /** @description The headers it wants to send (set by the browser). */
+        'Access-Control-Request-Headers'?: string;
+      };
+      path: {
+        /** @description Any value: a preflight does not look at it. */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The browser may send the request. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Access-Control-Allow-Origin': components['headers']['Access-Control-Allow-Origin'];
+          'Access-Control-Allow-Methods': components['headers']['Access-Control-Allow-Methods'];
+          'Access-Control-Allow-Headers': components['headers']['Access-Control-Allow-Headers'];
+          'Access-Control-Max-Age': components['headers']['Access-Control-Max-Age'];
+          Vary: components['headers']['Vary'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40302` Web pages from this origin may not call the API (CORS).
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40501` The resource does not support this method.
+       */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Allow: components['headers']['Allow'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  updateWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description Identifier of the webhook endpoint. */
+        id: bigint;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/merge-patch+json': components['schemas']['WebhookEndpointPatch'];
+        'application/json': components['schemas']['WebhookEndpointPatch'];
+      };
+    };
+    responses: {
+      /** @description The endpoint as updated. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['WebhookEndpoint'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40003` The request body is not well-formed JSON.
+       *     - `40004` The request body does not match the schema.
+       *     - `40006` The HTTP request is malformed.
+       *     - `40009` The request body nests deeper than 16 levels or has an array of over 1000 items.
+       *     - `40010` The webhook endpoint or delivery id must be a decimal int64.
+       *     - `40011` The webhook URL is refused: it must be http or https, without credentials, to a public address.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40403` No webhook endpoint has this id.
+       */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `41301` The request body is larger than the limit.
+       */
+      413: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `41501` The request body has an unsupported media type.
+       */
+      415: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  rotateWebhookSecret: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description Identifier of the webhook endpoint. */
+        id: bigint;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The endpoint with its new secret. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['WebhookEndpointWithSecret'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       *     - `40010` The webhook endpoint or delivery id must be a decimal int64.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40403` No webhook endpoint has this id.
+       */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  preflightWebhooksIdRotateSecret: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description The origin of the page, e.g. `https://app.example` (set by the browser). */
+        Origin?: string;
+        /** @description The method of the request the page wants to make (set by the browser). */
+        'Access-Control-Request-Method'?: string;
+        /** @description The headers it wants to send (set by the browser). */
+        'Access-Control-Request-Headers'?: string;
+      };
+      path: {
+        /** @description Any value: a preflight does not look at it. */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The browser may send the request. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Access-Control-Allow-Origin': components['headers']['Access-Control-Allow-Origin'];
+          'Access-Control-Allow-Methods': components['headers']['Access-Control-Allow-Methods'];
+          'Access-Control-Allow-Headers': components['headers']['Access-Control-Allow-Headers'];
+          'Access-Control-Max-Age': components['headers']['Access-Control-Max-Age'];
+          Vary: components['headers']['Vary'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40302` Web pages from this origin may not call the API (CORS).
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40501` The resource does not support this method.
+       */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Allow: components['headers']['Allow'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  listDeliveries: {
+    parameters: {
+      query?: {
+        /** @description Largest number of items to return. */
+        limit?: number;
+        /** @description Cursor: return only deliveries whose id is smaller than this. */
+        after?: bigint;
+        /** @description `pending`: to be sent (again); `delivered`: answered 2xx; `failed`: every attempt of the retry schedule failed. */
+        status?: 'pending' | 'delivered' | 'failed';
+      };
+      header?: never;
+      path: {
+        /** @description Identifier of the webhook endpoint. */
+        id: bigint;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description A page of deliveries. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Link: components['headers']['Link'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Delivery'][];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       *     - `40010` The webhook endpoint or delivery id must be a decimal int64.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40403` No webhook endpoint has this id.
+       */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  preflightWebhooksIdDeliveries: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description The origin of the page, e.g. `https://app.example` (set by the browser). */
+        Origin?: string;
+        /** @description The method of the request the page wants to make (set by the browser). */
+        'Access-Control-Request-Method'?: string;
+        /** @description The headers it wants to send (set by the browser). */
+        'Access-Control-Request-Headers'?: string;
+      };
+      path: {
+        /** @description Any value: a preflight does not look at it. */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The browser may send the request. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Access-Control-Allow-Origin': components['headers']['Access-Control-Allow-Origin'];
+          'Access-Control-Allow-Methods': components['headers']['Access-Control-Allow-Methods'];
+          'Access-Control-Allow-Headers': components['headers']['Access-Control-Allow-Headers'];
+          'Access-Control-Max-Age': components['headers']['Access-Control-Max-Age'];
+          Vary: components['headers']['Vary'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40302` Web pages from this origin may not call the API (CORS).
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40501` The resource does not support this method.
+       */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Allow: components['headers']['Allow'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  retryDelivery: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description Identifier of the webhook endpoint. */
+        id: bigint;
+        /** @description Identifier of the delivery (message). */
+        deliveryId: bigint;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The attempt is due now. */
+      202: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       *     - `40010` The webhook endpoint or delivery id must be a decimal int64.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40403` No webhook endpoint has this id.
+       *     - `40404` The webhook endpoint has no delivery with this id.
+       */
+      404: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  preflightWebhooksIdDeliveriesDeliveryIdRetry: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description The origin of the page, e.g. `https://app.example` (set by the browser). */
+        Origin?: string;
+        /** @description The method of the request the page wants to make (set by the browser). */
+        'Access-Control-Request-Method'?: string;
+        /** @description The headers it wants to send (set by the browser). */
+        'Access-Control-Request-Headers'?: string;
+      };
+      path: {
+        /** @description Any value: a preflight does not look at it. */
+        id: string;
+        /** @description Any value: a preflight does not look at it. */
+        deliveryId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The browser may send the request. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Access-Control-Allow-Origin': components['headers']['Access-Control-Allow-Origin'];
+          'Access-Control-Allow-Methods': components['headers']['Access-Control-Allow-Methods'];
+          'Access-Control-Allow-Headers': components['headers']['Access-Control-Allow-Headers'];
+          'Access-Control-Max-Age': components['headers']['Access-Control-Max-Age'];
+          Vary: components['headers']['Vary'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40302` Web pages from this origin may not call the API (CORS).
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40501` The resource does not support this method.
+       */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Allow: components['headers']['Allow'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   getHealth: {
     parameters: {
       query?: never;
@@ -2816,6 +5405,129 @@ export interface operations {
         content: {
           'application/json': components['schemas']['Error'];
         };
+      };
+    };
+  };
+  'plant-created-message': {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description Unique per message (`msg_` + 32 hex digits), the same on every attempt: deduplicate on it. */
+        'webhook-id': string;
+        /** @description Unix seconds of this attempt. Reject messages whose timestamp is far from your clock (Standard Webhooks suggests 5 minutes) to stop replays. */
+        'webhook-timestamp': string;
+        /** @description `v1,` + base64 of HMAC-SHA256 over `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded bytes after `whsec_` of the secret. During the 24 hours after a rotation, two space-separated signatures: one by the new secret, one by the old. */
+        'webhook-signature': string;
+        /** @description The kind of change: `plant.created`, `plant.updated` or `plant.deleted`. */
+        'webhook-event-type': string;
+        /** @description `plantstore/<version>`. */
+        'user-agent': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    /** @description The new plant, as created. */
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['Plant'];
+      };
+    };
+    responses: {
+      /** @description Return a 200 status to indicate that the data was received successfully (any 2xx does). */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description The endpoint is gone: it is disabled, and nothing more is sent. */
+      410: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  'plant-updated-message': {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description Unique per message (`msg_` + 32 hex digits), the same on every attempt: deduplicate on it. */
+        'webhook-id': string;
+        /** @description Unix seconds of this attempt. Reject messages whose timestamp is far from your clock (Standard Webhooks suggests 5 minutes) to stop replays. */
+        'webhook-timestamp': string;
+        /** @description `v1,` + base64 of HMAC-SHA256 over `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded bytes after `whsec_` of the secret. During the 24 hours after a rotation, two space-separated signatures: one by the new secret, one by the old. */
+        'webhook-signature': string;
+        /** @description The kind of change: `plant.created`, `plant.updated` or `plant.deleted`. */
+        'webhook-event-type': string;
+        /** @description `plantstore/<version>`. */
+        'user-agent': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    /** @description The plant as updated. */
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['Plant'];
+      };
+    };
+    responses: {
+      /** @description Return a 200 status to indicate that the data was received successfully (any 2xx does). */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description The endpoint is gone: it is disabled, and nothing more is sent. */
+      410: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  'plant-deleted-message': {
+    parameters: {
+      query?: never;
+      header: {
+        /** @description Unique per message (`msg_` + 32 hex digits), the same on every attempt: deduplicate on it. */
+        'webhook-id': string;
+        /** @description Unix seconds of this attempt. Reject messages whose timestamp is far from your clock (Standard Webhooks suggests 5 minutes) to stop replays. */
+        'webhook-timestamp': string;
+        /** @description `v1,` + base64 of HMAC-SHA256 over `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded bytes after `whsec_` of the secret. During the 24 hours after a rotation, two space-separated signatures: one by the new secret, one by the old. */
+        'webhook-signature': string;
+        /** @description The kind of change: `plant.created`, `plant.updated` or `plant.deleted`. */
+        'webhook-event-type': string;
+        /** @description `plantstore/<version>`. */
+        'user-agent': string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    /** @description The plant as it was before it was deleted. */
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['Plant'];
+      };
+    };
+    responses: {
+      /** @description Return a 200 status to indicate that the data was received successfully (any 2xx does). */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description The endpoint is gone: it is disabled, and nothing more is sent. */
+      410: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
       };
     };
   };

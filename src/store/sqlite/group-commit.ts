@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { type Log, silentLog } from '../../core/log.js';
+import { type Metrics, noMetrics, secondsSince } from '../../core/metrics.js';
 
 interface PendingWrite {
   write: () => unknown;
@@ -30,6 +31,7 @@ export class GroupCommit {
   constructor(
     private readonly db: Database.Database,
     private readonly log: Log = silentLog,
+    private readonly metrics: Metrics = noMetrics,
   ) {
     this.begin = db.prepare('BEGIN IMMEDIATE');
     this.commit = db.prepare('COMMIT');
@@ -62,7 +64,9 @@ export class GroupCommit {
     try {
       this.begin.run();
       for (const { write } of batch) outcomes.push(this.attempt(write));
+      const committing = process.hrtime.bigint();
       this.commit.run();
+      this.metrics.groupCommit(batch.length, secondsSince(committing, process.hrtime.bigint()));
       this.commits += 1;
     } catch (error) {
       this.rollback(error);
