@@ -76,8 +76,9 @@ function created(row: CreateRow, refusal: () => Error): Plant {
 const page = (where: string) => `SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT $1`;
 
 // A server create claims the id it draws in plant_ids_taken before it creates the plant: an
-// id some plant has or had is taken already, and then nothing is created (see the migration).
-// `drawn` is MATERIALIZED so that nextval runs once.
+// id some plant has or had is taken already, and then nothing is created (see the migration),
+// nor when a plant inserted by hand, unrecorded, holds the id. `drawn` is MATERIALIZED so
+// that nextval runs once.
 const INSERT_NEW = `WITH ${KEY_HELD},
   drawn AS MATERIALIZED (
     SELECT nextval('plant_id_seq') AS id WHERE (SELECT ok FROM allowed)),

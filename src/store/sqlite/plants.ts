@@ -206,7 +206,7 @@ function createWithNextId(writes: Writes, name: string, tag: string | null): Pla
   let last = writes.lastId.get() as bigint;
   for (;;) {
     const id = firstFreeAbove(writes, last);
-    // A plant that holds the id without having it recorded could only be put there by hand.
+    // Not recorded as taken, so only a plant inserted by hand (SQL) can hold it: skipped too.
     const row = writes.insertIfFree.get(id, name, tag) as PlantRow | undefined;
     last = id;
     if (row !== undefined) {
