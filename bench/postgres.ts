@@ -43,7 +43,8 @@ export async function seedPostgres(
      SELECT x, 'plant ' || x, CASE WHEN x % 4 = 0 THEN 'shade' END FROM generate_series(1, $1::bigint) x`,
     [n],
   );
-  await admin.query('UPDATE plant_ids SET high = $1', [n]);
+  // Server-assigned ids go on above the seeded ones, as if the server had assigned them.
+  await admin.query("SELECT setval('plant_id_seq', $1)", [n]);
   await admin.query('ANALYZE plants');
   return {
     url,

@@ -25,6 +25,8 @@ export function seed(file: string, n: number): string {
         `WITH RECURSIVE ids(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM ids WHERE x < ?)
          INSERT INTO plants (id, name, tag) ${PLANT_ROWS}`,
       ).run(n);
+      // Server-assigned ids go on above the seeded ones, as if the server had assigned them.
+      db.prepare('UPDATE plant_id_counter SET last = ?').run(n);
     })();
     db.pragma('wal_checkpoint(TRUNCATE)');
   } finally {
