@@ -54,7 +54,12 @@ async function probe(plan: GroupPlan, contenders: Contender[]): Promise<string[]
     if (scenario.writes) continue;
     first ??= { name: c.name, probed };
     const same = probed.body === first.probed.body && probed.link === first.probed.link;
-    if (!same) problems.push(`${c.name} answers the probe differently from ${first.name}`);
+    if (!same) {
+      const show = (p: Probed) => `${p.body.slice(0, 80)} (Link ${p.link ?? 'none'})`;
+      problems.push(
+        `${c.name} answers the probe with ${show(probed)}, ${first.name} with ${show(first.probed)}`,
+      );
+    }
   }
   return problems;
 }

@@ -80,8 +80,9 @@ export class SqliteKeeper implements Keeper {
   constructor(file: string) {
     this.db = new Database(file, { fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
+    // JavaScript numbers bind as REAL: cast, or the names would read `plant 12.0`.
     this.insert = this.db.prepare(
-      `WITH RECURSIVE ids(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM ids WHERE x < ?)
+      `WITH RECURSIVE ids(x) AS (SELECT CAST(? AS INTEGER) UNION ALL SELECT x + 1 FROM ids WHERE x < ?)
        INSERT OR IGNORE INTO plants (id, name, tag) ${PLANT_ROWS}`,
     );
     this.remove = this.db.prepare('DELETE FROM plants WHERE id > ?');
