@@ -8,7 +8,9 @@
 local templates = {}
 local mode, plants, start
 -- Global: done() reads it through thread:get, to tell the harness which ids were used.
-counter = 0
+-- It starts at -1 because wrk calls request() once before the run, to check that the
+-- request parses (script_verify_request in wrk's src/script.c), and sends nothing of it.
+counter = -1
 
 local threads = {}
 function setup(thread)
