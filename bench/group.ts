@@ -75,6 +75,8 @@ export async function runGroup(
   o: GroupOptions,
 ): Promise<GroupResult> {
   const scenario = SCENARIOS[plan.scenario];
+  const names = contenders.map((c) => c.name).join(', ');
+  o.log(`${plan.id}: ${names}; ${o.rounds} rounds of ${o.seconds} s turns`);
   for (const c of contenders) await scenario.prepare?.(c);
   const problems = await probe(plan, contenders);
   // The contenders of a round read the same random ids.

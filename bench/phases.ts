@@ -91,29 +91,31 @@ async function stopAll(live: Map<string, Contender>): Promise<void> {
   for (const c of live.values()) await c.keeper.close();
 }
 
-export async function sqlitePhase(groups: GroupPlan[], ctx: PhaseContext): Promise<Row[]> {
-  if (groups.length === 0) return [];
-  const names = contendersOf(groups);
+/** The SQLite data sets the contenders of `names` need, seeded in `ctx.dir`. */
+async function seedSets(names: ContenderName[], ctx: PhaseContext) {
+  const set = (key: string, plants: number) => ({
+    plants,
+    file: join(ctx.dir, `${key}.db`),
+    tokensFile: join(ctx.dir, `${key}.tokens`),
+  });
   const sets = {
-    'sqlite-large': {
-      plants: ctx.facts.largePlants,
-      file: join(ctx.dir, 'large.db'),
-      tokensFile: join(ctx.dir, 'large.tokens'),
-    },
-    'sqlite-small': {
-      plants: ctx.facts.smallPlants,
-      file: join(ctx.dir, 'small.db'),
-      tokensFile: join(ctx.dir, 'small.tokens'),
-    },
-  } as const;
+    'sqlite-large': set('large', ctx.facts.largePlants),
+    'sqlite-small': set('small', ctx.facts.smallPlants),
+  };
   for (const key of ['sqlite-large', 'sqlite-small'] as const) {
     if (!names.some((n) => CONTENDERS[n].data === key)) continue;
     const started = performance.now();
     await seedSqlite(sets[key].file, sets[key].plants, sets[key].tokensFile);
-    ctx.log(
-      `seeded ${key}: ${sets[key].plants} plants in ${((performance.now() - started) / 1000).toFixed(1)} s`,
-    );
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    ctx.log(`seeded ${key}: ${sets[key].plants} plants in ${seconds} s`);
   }
+  return sets;
+}
+
+export async function sqlitePhase(groups: GroupPlan[], ctx: PhaseContext): Promise<Row[]> {
+  if (groups.length === 0) return [];
+  const names = contendersOf(groups);
+  const sets = await seedSets(names, ctx);
   const live = new Map<string, Contender>();
   try {
     for (const name of names) {

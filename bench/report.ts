@@ -19,53 +19,46 @@ export const rowName = (r: Row): string =>
 
 const database = (r: Row): string => (r.data === 'postgres' ? 'PostgreSQL' : 'SQLite');
 
-export function resultsTable(rows: Row[]): string {
-  const head = [
-    'scenario',
-    'db',
-    'plants',
-    'conns',
-    'subject',
-    'yardstick',
-    'rounds',
-    'req/s subject',
-    'req/s yardstick',
-    'req/s bare',
-    'req/s ratio',
-    'CPU µs/req subject',
-    'CPU µs/req yardstick',
-    'CPU µs/req bare',
-    'CPU ratio',
-    'p50 ms subject',
-    'p99 ms subject',
-    'p99 ms yardstick',
-    'p99 ratio',
-    'valid',
-  ];
-  const lines = rows.map((r) => [
-    SCENARIOS[r.scenario].label,
-    database(r),
-    plantsText(r.plants),
-    String(r.connections),
-    r.subject.name,
-    r.yardstick.name,
-    String(r.rounds),
-    fmt(r.subject.rps),
-    fmt(r.yardstick.rps),
-    fmt(r.beside?.rps),
-    `**${fmt(r.ratios.rps, 2)}**`,
-    fmt(r.subject.cpuUs, 1),
-    fmt(r.yardstick.cpuUs, 1),
-    fmt(r.beside?.cpuUs, 1),
-    `**${fmt(r.ratios.cpu, 2)}**`,
-    fmt(r.subject.p50ms, 2),
-    fmt(r.subject.p99ms, 2),
-    fmt(r.yardstick.p99ms, 2),
-    fmt(r.ratios.p99, 2),
-    r.reasons.length === 0 ? 'valid' : '**invalid**',
-  ]);
-  return tableOf(head, lines);
-}
+const RESULT_HEAD = [
+  'scenario',
+  'db',
+  'plants',
+  'conns',
+  'subject',
+  'yardstick',
+  'rounds',
+  'req/s subject',
+  'req/s yardstick',
+  'req/s bare',
+  'req/s ratio',
+  'CPU µs/req subject',
+  'CPU µs/req yardstick',
+  'CPU µs/req bare',
+  'CPU ratio',
+  'p50 ms subject',
+  'p99 ms subject',
+  'p99 ms yardstick',
+  'p99 ratio',
+  'valid',
+];
+
+const resultCells = (r: Row): string[] => [
+  SCENARIOS[r.scenario].label,
+  database(r),
+  plantsText(r.plants),
+  String(r.connections),
+  r.subject.name,
+  r.yardstick.name,
+  String(r.rounds),
+  ...[r.subject.rps, r.yardstick.rps, r.beside?.rps].map((n) => fmt(n)),
+  `**${fmt(r.ratios.rps, 2)}**`,
+  ...[r.subject.cpuUs, r.yardstick.cpuUs, r.beside?.cpuUs].map((n) => fmt(n, 1)),
+  `**${fmt(r.ratios.cpu, 2)}**`,
+  ...[r.subject.p50ms, r.subject.p99ms, r.yardstick.p99ms, r.ratios.p99].map((n) => fmt(n, 2)),
+  r.reasons.length === 0 ? 'valid' : '**invalid**',
+];
+
+export const resultsTable = (rows: Row[]): string => tableOf(RESULT_HEAD, rows.map(resultCells));
 
 function validityLine(r: Row, s: Side): string[] {
   return [

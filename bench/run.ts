@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, statSync, readdirSync, writeFileSync } 
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import * as prettier from 'prettier';
-import { parseOptions, USAGE } from './options.js';
+import { type BenchOptions, parseOptions, USAGE } from './options.js';
 import { postgresPhase, sqlitePhase, type PhaseContext } from './phases.js';
 import { fullPlan, selectGroups } from './plan.js';
 import { resultsMarkdown, type RunMeta } from './results.js';
@@ -47,19 +47,20 @@ function ensureBuilt(): void {
   if (build.status !== 0) throw new Error('npm run build failed');
 }
 
-async function main(): Promise<number> {
-  const started = performance.now();
-  const options = parseOptions(process.argv.slice(2));
-  if (options === 'help') {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
-  const wrk = findWrk();
-  if ('missing' in wrk) {
-    log(`bench: ${wrk.missing}`);
-    return 2;
-  }
-  const runReasons: string[] = [];
+/** A directory of its own under .tmp/ for the run's databases, removed when the run ends. */
+function workspace(): string {
+  mkdirSync(join(ROOT, '.tmp'), { recursive: true });
+  const dir = mkdtempSync(join(ROOT, '.tmp', 'bench-'));
+  process.on('exit', () => {
+    killAll();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
+  return dir;
+}
+
+/** Pins the harness (and so wrk's parent) to core 1; why the run is invalid if it cannot. */
+function placement(runReasons: string[]): boolean {
   const twoCores = cpus().length >= 2;
   if (!twoCores) runReasons.push('one CPU: wrk and the servers share it');
   const pinned = twoCores && pinSelf(1);
@@ -68,31 +69,11 @@ async function main(): Promise<number> {
       ? 'wrk and the harness on core 1, servers on core 0 (taskset)'
       : 'no pinning: taskset is missing or there is one core',
   );
-  ensureBuilt();
+  return pinned;
+}
 
-  mkdirSync(join(ROOT, '.tmp'), { recursive: true });
-  const dir = mkdtempSync(join(ROOT, '.tmp', 'bench-'));
-  process.on('exit', () => {
-    killAll();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
-
-  const facts: Facts = {
-    startMs: [],
-    rssMb: {},
-    largePlants: options.largePlants,
-    smallPlants: options.smallPlants,
-  };
-  const ctx: PhaseContext = {
-    dir,
-    at: { serverCores: pinned ? '0' : '0-1023', logLevel: options.logLevel },
-    rounds: options.rounds,
-    turnSeconds: options.turnSeconds,
-    ...(pinned && { wrkCore: 1 }),
-    facts,
-    log,
-  };
+/** Both phases of the selected groups; a missing PostgreSQL is a reason the run is invalid. */
+async function measure(options: BenchOptions, ctx: PhaseContext, runReasons: string[]) {
   const groups = selectGroups(fullPlan(options.connections), options.only);
   const rows: Row[] = await sqlitePhase(
     groups.filter((g) => g.phase === 'sqlite'),
@@ -106,15 +87,45 @@ async function main(): Promise<number> {
     log(`${pg}: the PostgreSQL rows are missing`);
     runReasons.push(`${pg}: the PostgreSQL rows are missing`);
   } else rows.push(...pg);
+  return rows;
+}
 
+async function main(): Promise<number> {
+  const started = performance.now();
+  const options = parseOptions(process.argv.slice(2));
+  if (options === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const wrk = findWrk();
+  if ('missing' in wrk) {
+    log(`bench: ${wrk.missing}`);
+    return 2;
+  }
+  const runReasons: string[] = [];
+  const pinned = placement(runReasons);
+  ensureBuilt();
+  const { largePlants, smallPlants, rounds, turnSeconds, logLevel } = options;
+  const facts: Facts = { startMs: [], rssMb: {}, largePlants, smallPlants };
+  const ctx: PhaseContext = {
+    dir: workspace(),
+    at: { serverCores: pinned ? '0' : `0-${cpus().length - 1}`, logLevel },
+    rounds,
+    turnSeconds,
+    ...(pinned && { wrkCore: 1 }),
+    facts,
+    log,
+  };
+  const rows = await measure(options, ctx, runReasons);
+  const args = process.argv.slice(2).join(' ');
   const meta: RunMeta = {
-    command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+    command: `npm run bench${args ? ` -- ${args}` : ''}`,
     elapsedS: (performance.now() - started) / 1000,
     wrkVersion: wrk.version,
     pinned,
-    rounds: options.rounds,
-    turnSeconds: options.turnSeconds,
-    logLevel: options.logLevel,
+    rounds,
+    turnSeconds,
+    logLevel,
     reasons: runReasons,
   };
   return report(rows, facts, meta, options.full);
