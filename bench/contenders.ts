@@ -4,6 +4,7 @@
  */
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
+import { machineCpu, treeCpuSeconds } from './cpu.js';
 import { CONTENDERS, type ContenderName } from './plan.js';
 import { loopbackPort, type SeededSchema } from './postgres.js';
 import { SqliteKeeper } from './seed.js';
@@ -37,24 +38,47 @@ export interface SqliteData {
   plants: number;
 }
 
+/** One start of a server: its start-to-ready time, and the other load meanwhile. */
+export interface Start {
+  readyMs: number;
+  /** Cores' worth of CPU that neither the server nor this harness used while it started. */
+  otherCores?: number;
+}
+
+async function timedStart(name: string, spec: ServerSpec, cores: string) {
+  const machine = machineCpu();
+  const harness = process.cpuUsage();
+  const server = await startServer(name, spec, cores);
+  const used = (treeCpuSeconds(server.pid) ?? 0) + cpuSeconds(process.cpuUsage(harness));
+  const after = machineCpu();
+  const start: Start = { readyMs: server.readyMs };
+  if (machine !== undefined && after !== undefined) {
+    start.otherCores = (after.busy - machine.busy - used) / (server.readyMs / 1000);
+  }
+  return { server, start };
+}
+
+const cpuSeconds = (usage: NodeJS.CpuUsage): number => (usage.user + usage.system) / 1e6;
+
 /**
  * Starts `name` on `file` (a copy of its data set). With `starts` above 1 the server is
- * started that many times and stopped between, and every start-to-ready time is returned;
- * the last one stays up.
+ * started that many times and stopped between, and every start is returned; the last one
+ * stays up.
  */
 export async function startSqliteContender(
   name: ContenderName,
   data: SqliteData,
   at: Placement,
   starts = 1,
-): Promise<{ contender: Contender; readyMs: number[] }> {
+): Promise<{ contender: Contender; starts: Start[] }> {
   const spec = sqliteSpec(name, data.file, at.logLevel);
-  const readyMs: number[] = [];
+  const done: Start[] = [];
   let server: Server | undefined;
   for (let i = 0; i < starts; i++) {
     if (server !== undefined) await stop(server);
-    server = await startServer(name, spec, at.serverCores);
-    readyMs.push(server.readyMs);
+    const timed = await timedStart(name, spec, at.serverCores);
+    server = timed.server;
+    done.push(timed.start);
   }
   const contender: Contender = {
     name,
@@ -65,7 +89,7 @@ export async function startSqliteContender(
     plants: data.plants,
     cursor: 0,
   };
-  return { contender, readyMs };
+  return { contender, starts: done };
 }
 
 export async function startPostgresContender(

@@ -123,8 +123,9 @@ export async function sqlitePhase(groups: GroupPlan[], ctx: PhaseContext): Promi
       const data = { ...set, file: copyDatabase(set.file, ctx.dir, name) };
       // Start to ready is measured on the large database, three starts, before any load.
       const starts = name === 'plantstore power' ? 3 : 1;
-      const { contender, readyMs } = await startSqliteContender(name, data, ctx.at, starts);
-      if (starts > 1) ctx.facts.startMs = readyMs;
+      const started = await startSqliteContender(name, data, ctx.at, starts);
+      if (starts > 1) ctx.facts.starts = started.starts;
+      const contender = started.contender;
       live.set(name, contender);
     }
     const rows = await runGroups(groups, live, ctx);

@@ -18,6 +18,7 @@ import { resultsMarkdown, type RunMeta } from './results.js';
 import type { Row } from './rows.js';
 import { killAll, pinSelf, ROOT } from './servers.js';
 import type { Facts } from './targets.js';
+import { startReasons } from './validity.js';
 import { findWrk } from './wrk.js';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -106,7 +107,7 @@ async function main(): Promise<number> {
   const pinned = placement(runReasons);
   ensureBuilt();
   const { largePlants, smallPlants, rounds, turnSeconds, logLevel } = options;
-  const facts: Facts = { startMs: [], rssMb: {}, largePlants, smallPlants };
+  const facts: Facts = { starts: [], rssMb: {}, largePlants, smallPlants };
   const ctx: PhaseContext = {
     dir: workspace(),
     at: { serverCores: pinned ? '0' : `0-${cpus().length - 1}`, logLevel },
@@ -117,6 +118,7 @@ async function main(): Promise<number> {
     log,
   };
   const rows = await measure(options, ctx, runReasons);
+  runReasons.push(...startReasons(facts.starts));
   const args = process.argv.slice(2).join(' ');
   const meta: RunMeta = {
     command: `npm run bench${args ? ` -- ${args}` : ''}`,

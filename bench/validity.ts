@@ -3,6 +3,7 @@
  * back, someone else used the machine, or answers were not the expected ones. Pure; the
  * thresholds are the issue's (about 85% of a core) and the report prints them.
  */
+import type { Start } from './contenders.js';
 import type { Side } from './summary.js';
 
 export const LIMITS = {
@@ -79,4 +80,13 @@ export function expectations(
   const waitsForDisk = role.kind === 'plantstore' && role.durability === 'power' && writes;
   const waitsForDatabase = role.database === 'postgres';
   return { cpuBound: connections >= 64 && !waitsForDisk && !waitsForDatabase };
+}
+
+/** Why the start-to-ready figure is not to be trusted: someone else used the machine meanwhile. */
+export function startReasons(starts: Start[]): string[] {
+  const worst = Math.max(...starts.map((s) => s.otherCores ?? 0));
+  if (!(worst > LIMITS.otherMax)) return [];
+  return [
+    `plantstore's start to ready was measured while other processes used up to ${worst.toFixed(2)} cores (limit ${LIMITS.otherMax})`,
+  ];
 }

@@ -21,7 +21,8 @@ export function findWrk(): { version: string } | { missing: string } {
     };
   }
   // `wrk -v` prints its version and usage, and exits 1.
-  const version = `${probe.stdout}${probe.stderr}`.split('\n')[0]?.trim() ?? 'wrk';
+  const line = `${probe.stdout}${probe.stderr}`.split('\n')[0] ?? '';
+  const version = line.replace(/ Copyright.*$/, '').trim() || 'wrk';
   return { version };
 }
 

@@ -4,7 +4,7 @@ import { CONTENDERS, fullPlan, selectGroups } from '../../bench/plan.js';
 import type { Row } from '../../bench/rows.js';
 import type { Side } from '../../bench/summary.js';
 import { checks, type Facts } from '../../bench/targets.js';
-import { expectations, selfCheckReasons, sideReasons } from '../../bench/validity.js';
+import { expectations, selfCheckReasons, sideReasons, startReasons } from '../../bench/validity.js';
 
 // When a row is invalid, what the targets say of a run, and the plan's consistency.
 
@@ -68,6 +68,14 @@ describe('expectations', () => {
   });
 });
 
+describe('startReasons', () => {
+  it('distrusts the start-to-ready figure when other processes were busy meanwhile', () => {
+    assert.deepEqual(startReasons([{ readyMs: 500, otherCores: 0.1 }, { readyMs: 500 }]), []);
+    assert.match(startReasons([{ readyMs: 500, otherCores: 0.6 }])[0]!, /up to 0\.60 cores/);
+    assert.deepEqual(startReasons([]), []);
+  });
+});
+
 describe('selfCheckReasons', () => {
   it('holds the self-check to 1 ± 0.05 in req/s and in CPU', () => {
     assert.deepEqual(selfCheckReasons(1.04, 0.96), []);
@@ -77,7 +85,11 @@ describe('selfCheckReasons', () => {
 });
 
 const facts: Facts = {
-  startMs: [600, 700, 1200],
+  starts: [
+    { readyMs: 600, otherCores: 0.01 },
+    { readyMs: 700 },
+    { readyMs: 1200, otherCores: 0.1 },
+  ],
   rssMb: { 'plantstore power': 120 },
   fsyncP50ms: 1,
   largePlants: 1_000_000,
