@@ -38,6 +38,7 @@ const RESULT_HEAD = [
   'p50 ms subject',
   'p99 ms subject',
   'p99 ms yardstick',
+  'p99 ms bare',
   'p99 ratio',
   'valid',
 ];
@@ -54,7 +55,8 @@ const resultCells = (r: Row): string[] => [
   `**${fmt(r.ratios.rps, 2)}**`,
   ...[r.subject.cpuUs, r.yardstick.cpuUs, r.beside?.cpuUs].map((n) => fmt(n, 1)),
   `**${fmt(r.ratios.cpu, 2)}**`,
-  ...[r.subject.p50ms, r.subject.p99ms, r.yardstick.p99ms, r.ratios.p99].map((n) => fmt(n, 2)),
+  ...[r.subject.p50ms, r.subject.p99ms, r.yardstick.p99ms, r.beside?.p99ms].map((n) => fmt(n, 2)),
+  fmt(r.ratios.p99, 2),
   r.reasons.length === 0 ? 'valid' : '**invalid**',
 ];
 
