@@ -393,7 +393,7 @@ export interface components {
     NewPlant: {
       /**
        * Format: int64
-       * @description Identifier to use; assigned by the server if absent.
+       * @description Identifier to use. If absent, the server assigns one that no plant has or ever had.
        */
       id?: bigint;
       /** @description Name of the plant: 1 to 100 characters, no U+0000, and not only invisible characters: white space, control and format characters (Unicode Cc, Cf), other default-ignorable code points (variation selectors, Hangul fillers) and U+2800. */
@@ -901,7 +901,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `40901` A plant with this id already exists.
-       *     - `40902` No server-assigned id is left above the largest id in use; supply an id.
+       *     - `40902` No server-assigned id is left; supply an id.
        *     - `40903` A request with this Idempotency-Key is still being answered; retry shortly.
        */
       409: {

@@ -55,8 +55,10 @@ export interface ConditionalWriteOptions extends WriteOptions {
  */
 export interface PlantStore {
   /**
-   * Throws PlantExistsError if the id is taken, IdsExhaustedError if none is left, and
-   * KeyNotHeldError, creating nothing, if `idempotencyKey` is no longer claimed.
+   * Without an id, assigns one that no plant has or ever had, whoever chose it (see
+   * docs/decisions.md §12). Throws PlantExistsError if the id given is in use,
+   * IdsExhaustedError if no id is left to assign, and KeyNotHeldError, creating nothing, if
+   * `idempotencyKey` is no longer claimed.
    */
   insert(plant: NewPlant, options?: InsertOptions): Promise<Plant>;
   get(id: bigint): Promise<Plant | undefined>;

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import Database from 'better-sqlite3';
 import type { LightMyRequestResponse } from 'fastify';
 import { body, setup, type TestApp } from '../helpers/setup.js';
 
@@ -84,12 +85,13 @@ test('server-assigned ids increase and never reuse the id of a deleted plant', a
   assert.ok(third > second, `${third} > ${second} (deleted)`);
 });
 
-test('a server-assigned id is above every client-supplied id, even deleted ones', async (t) => {
+test('a server-assigned id is never one a client supplied, even once deleted', async (t) => {
   const { call } = await setup(t);
-  assert.equal((await create(call, '{"id":1000,"name":"a"}')).statusCode, 201);
-  assert.equal((await call({ method: 'DELETE', url: '/plants/1000' })).statusCode, 204);
-  const assigned = body<PlantJson>(await create(call, '{"name":"b"}')).id;
-  assert.ok(assigned > 1000n, `${assigned} > 1000`);
+  const first = body<PlantJson>(await create(call, '{"name":"a"}')).id;
+  assert.equal((await create(call, `{"id":${first + 1n},"name":"b"}`)).statusCode, 201);
+  assert.equal((await call({ method: 'DELETE', url: `/plants/${first + 1n}` })).statusCode, 204);
+  const assigned = body<PlantJson>(await create(call, '{"name":"c"}')).id;
+  assert.equal(assigned, first + 2n);
 });
 
 test('POST with an id already in use answers 409 40901 and leaves the plant alone', async (t) => {
@@ -102,11 +104,22 @@ test('POST with an id already in use answers 409 40901 and leaves the plant alon
   assert.equal(read.body, '{"id":3,"name":"Fern"}');
 });
 
-test('after a plant with id 9223372036854775807, POST without id answers 409 40902', async (t) => {
+test('after a plant with id 9223372036854775807, POST without id still answers 201', async (t) => {
   const { call } = await setup(t);
   const max = await create(call, `{"id":${INT64_MAX},"name":"last"}`);
   assert.equal(max.statusCode, 201);
   assert.equal(max.headers.location, `/plants/${INT64_MAX}`);
+  const next = await create(call, '{"name":"next"}');
+  assert.equal(next.statusCode, 201, next.body);
+  assert.ok(body<PlantJson>(next).id < BigInt(INT64_MAX));
+});
+
+test('once the server has assigned up to 9223372036854775807, POST without id answers 409 40902', async (t) => {
+  const { call, file } = await setup(t);
+  // As if the server had assigned every id up to the largest (the counter of migration 0004).
+  const db = new Database(file);
+  db.prepare('UPDATE plant_id_counter SET last = ?').run(BigInt(INT64_MAX));
+  db.close();
   assertError(await create(call, '{"name":"next"}'), 409, 40902n);
   // Client-supplied ids still work.
   assert.equal((await create(call, '{"id":5,"name":"five"}')).statusCode, 201);

@@ -105,7 +105,7 @@ function check(file: string, pragma: 'quick_check' | 'integrity_check'): number 
     if (result !== 'ok') throw new BackupError(`${file} failed SQLite's ${pragma}: ${result}`);
     const version = db.prepare('SELECT max(version) FROM schema_migrations').pluck().get();
     if (typeof version !== 'number') throw new Error('no schema version');
-    const known = loadMigrations('sqlite').length;
+    const known = loadMigrations('sqlite').at(-1)?.version ?? 0;
     if (version > known) {
       throw new BackupError(
         `${file} has schema version ${version}, newer than this plantstore's ${known}: use a newer plantstore`,
