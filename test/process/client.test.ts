@@ -129,7 +129,7 @@ test('the client against a running server', async (t) => {
     const published = (await import(specifier)) as typeof import('../../src/client/index.js');
     const viaPackage = published.createClient({ baseUrl: url, token });
     assert.deepEqual(await viaPackage.plants.get(BIG), { id: BIG, name: `plant ${BIG}` });
-    const error = await viaPackage.plants.get(1n).catch((e: unknown) => e);
+    const error = await viaPackage.plants.get(-1n).catch((e: unknown) => e);
     assert.ok(error instanceof published.PlantstoreError);
   });
 });
