@@ -18,6 +18,8 @@ const CRASH_LOOP_MS = 1_000;
 export interface PrimaryOptions {
   workers: number;
   store: StoreConfig;
+  /** The database as the start-up line names it (see cli/database.ts). */
+  databaseName: string;
   logLevel: string;
   /** The workers' --shutdown-grace. */
   shutdownGraceMs: number;
@@ -103,5 +105,8 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
 
   if (options.metrics !== undefined) (await serveClusterMetrics(options.metrics, log)).unref();
   for (let i = 0; i < options.workers; i++) fork();
-  log.info({ workers: options.workers }, 'primary started');
+  log.info(
+    { workers: options.workers, database: options.databaseName },
+    `primary started; workers use ${options.databaseName}`,
+  );
 }

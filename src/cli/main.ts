@@ -1,9 +1,9 @@
 import cluster from 'node:cluster';
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import type { CorsOrigins } from '../api/cors-origins.js';
 import { DEFAULT_RATE_LIMITS, type RateLimit } from '../core/rate-limit.js';
 import { MAX_CONNECTIONS } from '../api/limits.js';
-import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
 import {
   corsOriginsOption,
@@ -22,9 +22,11 @@ import {
   rateLimitOption,
   storeConfig,
   type TimeoutOptions,
+  USAGE,
 } from './options.js';
 import { auditCommand } from './audit-command.js';
 import { backupCommands } from './backup-commands.js';
+import { databaseName, named, withDatabase } from './database.js';
 import { plantsCommand } from './plants-command.js';
 import { tokenCommand } from './token-commands.js';
 
@@ -45,12 +47,17 @@ interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
   metricsHost: string;
 }
 
-/** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
-const USAGE = 2;
+/** The package's version: the one the served OpenAPI document declares too (a test holds them equal). */
+const VERSION = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  }
+).version;
 
 function program(): Command {
   const root = new Command('plantstore')
     .description('The plant store HTTP API and its administration.')
+    .version(VERSION, '-V, --version', 'print the version of plantstore')
     .showHelpAfterError()
     .exitOverride();
 
@@ -142,7 +149,7 @@ function program(): Command {
         .default('info')
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
-    .action(async (options: ServeCommandOptions) => {
+    .action(async (options: ServeCommandOptions, command: Command) => {
       const timeouts = edgeTimeouts(options);
       if (typeof timeouts === 'string') {
         process.stderr.write(`plantstore: ${timeouts}\n`);
@@ -169,6 +176,7 @@ function program(): Command {
         await runPrimary({
           workers: options.workers,
           store,
+          databaseName: databaseName(options, command),
           logLevel: options.logLevel,
           shutdownGraceMs: timeouts.shutdownGraceMs,
           ...(metricsListen && { metrics: metricsListen }),
@@ -181,6 +189,7 @@ function program(): Command {
         host: options.host,
         port: options.port,
         store,
+        databaseName: databaseName(options, command),
         logLevel: options.logLevel,
         maxConnections: options.maxConnections,
         ...timeouts,
@@ -200,15 +209,15 @@ function program(): Command {
     .description('create the database or bring its schema up to date, then exit')
     .addOption(dbOption())
     .addOption(databaseUrlOption())
-    .action(async (options: DatabaseOptions) => {
-      const store = await openStore(storeConfig(options));
-      await store.close();
-      const { version, applied } = store.migration;
-      process.stderr.write(
-        applied.length === 0
-          ? `schema already at version ${version}\n`
-          : `applied ${applied.join(', ')}; schema at version ${version}\n`,
-      );
+    .action(async (options: DatabaseOptions, command: Command) => {
+      await withDatabase(options, command, { create: true }, async (database) => {
+        const { version, applied } = database.store.migration;
+        process.stderr.write(
+          applied.length === 0
+            ? `schema already at version ${version} in ${named(database)}\n`
+            : `applied ${applied.join(', ')}; schema at version ${version} in ${named(database)}\n`,
+        );
+      });
     });
 
   root.addCommand(tokenCommand());

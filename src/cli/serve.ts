@@ -22,6 +22,8 @@ export interface ServeOptions extends EdgeOptions {
   host: string;
   port: number;
   store: StoreConfig;
+  /** The database as the start-up line names it (see cli/database.ts). */
+  databaseName: string;
   logLevel: string;
   /** On shutdown, requests still running after this are cut off. */
   shutdownGraceMs: number;
@@ -37,6 +39,7 @@ export async function serve({
   host,
   port,
   store: storeConfig,
+  databaseName,
   logLevel,
   shutdownGraceMs,
   metrics: metricsOption,
@@ -52,6 +55,13 @@ export async function serve({
     (await startMetrics(metricsOption, () => opened.store?.connections?.(), logger));
   const store = await openStore(storeConfig, logger, measuring?.metrics);
   opened.store = store;
+  // Which database, and how safely it writes, said once: "Server listening" says neither,
+  // and a DATABASE_URL left in the environment would otherwise switch databases unseen.
+  const durability = storeConfig.durability ?? 'power';
+  logger.info(
+    { database: databaseName, durability },
+    `using ${databaseName}, durability ${durability}`,
+  );
   const app = composeApp({
     store,
     logger,

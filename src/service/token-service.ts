@@ -139,6 +139,16 @@ export class TokenService {
     return this.store.list();
   }
 
+  /**
+   * Revokes a token found by its hash, for whoever holds a leaked token but not its id;
+   * `record` is the token as it was found.
+   */
+  async revokeToken(token: string): Promise<{ outcome: RevokeOutcome; record?: TokenRecord }> {
+    const record = await this.store.findByHash(hashToken(token));
+    if (record === undefined) return { outcome: 'not-found' };
+    return { outcome: await this.revoke(record.id), record };
+  }
+
   /** Revokes a token; through this service, it is refused from the next request on. */
   async revoke(id: number): Promise<RevokeOutcome> {
     const outcome = await this.store.revoke(id, this.now());

@@ -38,8 +38,12 @@ export function assertNotNewer(applied: number, migrations: Migration[]): void {
   }
 }
 
-/** What a migration run did: the schema version after it, and the versions it applied. */
+/**
+ * What a migration run did: the schema version before it (0: the database had no schema,
+ * so this run created it) and after it, and the versions it applied.
+ */
 export interface MigrationReport {
+  from: number;
   version: number;
   applied: number[];
 }

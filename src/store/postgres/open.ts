@@ -22,6 +22,8 @@ export interface PostgresOptions {
   durability?: Durability;
   /** Connections this process keeps at most. */
   poolSize?: number;
+  /** false: refuse (NoDatabaseError) a database plantstore never migrated. */
+  create?: boolean;
 }
 
 const INT8_OID = 20;
@@ -58,11 +60,11 @@ export function connectionConfig(url: string, durability: Durability): pg.Client
  * cleanup after a migration.
  */
 export async function openPostgresStore(
-  { url, durability = 'power', poolSize = DEFAULT_POOL_SIZE }: PostgresOptions,
+  { url, durability = 'power', poolSize = DEFAULT_POOL_SIZE, create = true }: PostgresOptions,
   log: Log = silentLog,
   metrics: Metrics = noMetrics,
 ): Promise<Store> {
-  const migration = await migratePostgres(url, loadMigrations('postgres'), log);
+  const migration = await migratePostgres(url, loadMigrations('postgres'), log, { create });
   const pool = createPool(url, durability, poolSize, log);
   const query = poolQuery(pool, metrics);
   let closed = false;
