@@ -48,7 +48,10 @@ test('a __proto__ query parameter is an unknown parameter like any other', async
   const { call } = await setup(t);
   const res = await call({ method: 'GET', url: '/plants?__proto__=x' });
   assert.equal(res.statusCode, 400);
-  assert.deepEqual(body(res), { error: 40002n, message: 'Unknown query parameter "__proto__".' });
+  assert.deepEqual(body(res), {
+    error: 40002n,
+    message: 'Unknown query parameter "__proto__": this operation takes limit, after and tag.',
+  });
 });
 
 test('-0 as a JSON id, invalid UTF-8 and unpaired surrogates are refused', async (t) => {

@@ -86,6 +86,35 @@ test('paths carry no version segment', async (t) => {
   for (const server of doc.servers ?? []) assert.doesNotMatch(server.url, /\/v\d+/i);
 });
 
+// redocly.yaml turns these two rules off for the redirects alone; they hold everywhere else.
+const REDIRECTS = ['/', '/docs/'];
+
+test('every operation but the redirects to /docs has a 2xx answer', async (t) => {
+  const { doc } = await served(t);
+  for (const [path, operations] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      if (REDIRECTS.includes(path) && method === 'get') continue;
+      const statuses = Object.keys(operation.responses);
+      assert.ok(
+        statuses.some((status) => /^2\d\d$/.test(status)),
+        `${method} ${path}`,
+      );
+    }
+  }
+  for (const path of REDIRECTS) {
+    assert.deepEqual(
+      Object.keys(doc.paths[path]!.get!.responses).filter((status) => status < '400'),
+      [path === '/' ? '302' : '308'],
+    );
+  }
+});
+
+test('no path but /docs/ ends with a slash', async (t) => {
+  const { doc } = await served(t);
+  const slashed = Object.keys(doc.paths).filter((path) => path !== '/' && path.endsWith('/'));
+  assert.deepEqual(slashed, ['/docs/']);
+});
+
 test('DELETE /plants/{id} answers 204 without a body and 400, with an int64 path id', async (t) => {
   const { doc } = await served(t);
   const operation = doc.paths['/plants/{id}']?.delete;

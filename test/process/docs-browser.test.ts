@@ -53,7 +53,8 @@ test(
   { skip },
   async (t) => {
     const { page, elsewhere, failures } = await openDocs(t);
-    const shown = operations.filter((op) => op.path !== '/docs/{file}');
+    // Neither the page's assets nor the redirects to the page are operations to read about.
+    const shown = operations.filter((op) => !['/docs/{file}', '/', '/docs/'].includes(op.path));
     // Swagger UI shows the document's webhook messages as operations of their own, after them.
     const messages = Object.keys(buildOpenApiDocument().webhooks ?? {}).length;
     assert.equal(
@@ -105,3 +106,32 @@ test('a plant created through /docs shows its id digit for digit', { skip }, asy
   );
   assert.deepEqual(failures, []);
 });
+
+test(
+  '"Try it out" on POST /plants offers a readable plant, and executing it as shown works',
+  { skip },
+  async (t) => {
+    const { page, token, failures } = await openDocs(t);
+    await page.locator('button.authorize').click();
+    await page.locator('.modal-ux input[type=text], .modal-ux input[type=password]').fill(token);
+    await page.locator('.modal-ux button.authorize').click();
+    await page.locator('.modal-ux button.btn-done').click();
+
+    const create = page.locator('.opblock-post', { hasText: '/plants' }).first();
+    await create.locator('.opblock-summary').click();
+    await create.locator('button.try-out__btn').click();
+    const offered = await create.locator('textarea.body-param__text').inputValue();
+    assert.deepEqual(JSON.parse(offered), { name: 'Fern', tag: 'shade' });
+    await create.locator('button.execute').click();
+    const answer = create.locator('.live-responses-table .response-col_description pre').first();
+    await answer.waitFor({ timeout: 15_000 });
+    const created = JSON.parse(await answer.innerText()) as Record<string, unknown>;
+    assert.deepEqual(
+      { ...created, id: typeof created.id },
+      { id: 'number', name: 'Fern', tag: 'shade' },
+    );
+    assert.notEqual(created.id, 0);
+    await screenshot(t, page, 'docs-example-created.png');
+    assert.deepEqual(failures, []);
+  },
+);

@@ -49,8 +49,9 @@ const exactJson = () => ({
   },
 });
 
-// The reference lists what a reader calls. CORS preflights and this page's own assets stay
-// in /openapi.json, but are not operations to scroll past here.
+// The reference lists what a reader calls. CORS preflights, this page's own assets and the
+// redirects to it stay in /openapi.json, but are not operations to scroll past here.
+const hiddenPaths = ['/docs/{file}', '/', '/docs/'];
 const readerOperations = () => ({
   statePlugins: {
     spec: {
@@ -60,7 +61,7 @@ const readerOperations = () => ({
             .map((tag) =>
               tag.update('operations', (operations) =>
                 operations.filter(
-                  (op) => op.get('method') !== 'options' && op.get('path') !== '/docs/{file}',
+                  (op) => op.get('method') !== 'options' && !hiddenPaths.includes(op.get('path')),
                 ),
               ),
             )

@@ -6,9 +6,11 @@ import { buildOpenApiDocument } from '../../api/openapi.js';
 import {
   getDocs,
   getDocsAsset,
+  getDocsSlash,
   getHealth,
   getOpenApi,
   getReadiness,
+  getRoot,
 } from '../../api/operations.js';
 import { docsAssets, docsPage } from './docs-page.js';
 import { route } from './route.js';
@@ -51,6 +53,10 @@ export function systemRoutes(app: FastifyInstance, ready: () => Promise<void>): 
   route(app, getDocs, async (_request, reply) =>
     reply.type('text/html; charset=utf-8').send(docsPage),
   );
+
+  route(app, getRoot, async (_request, reply) => reply.redirect(getDocs.path, 302));
+
+  route(app, getDocsSlash, async (_request, reply) => reply.redirect(getDocs.path, 308));
 
   route(app, getDocsAsset, async (request, reply) => {
     const { file } = request.params;
