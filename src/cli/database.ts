@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { describeStore, openStore } from '../store/open.js';
-import { NoDatabaseError, type Store } from '../store/store.js';
+import { NoDatabaseError } from '../store/migrations.js';
+import type { Store } from '../store/store.js';
 import { type DatabaseOptions, storeConfig } from './options.js';
 
 /**

@@ -47,3 +47,14 @@ export interface MigrationReport {
   version: number;
   applied: number[];
 }
+
+/**
+ * Opened with `create: false`, the database holds no plantstore schema, or there is no
+ * database at all: a command that only reads must not make one where a path was mistyped.
+ */
+export class NoDatabaseError extends Error {
+  constructor(where: string) {
+    super(`no plantstore database ${where}`);
+    this.name = 'NoDatabaseError';
+  }
+}

@@ -190,14 +190,3 @@ export class IdsExhaustedError extends Error {
 }
 
 export { StoreUnavailableError } from '../core/unavailable.js';
-
-/**
- * Opened with `create: false`, the database holds no plantstore schema, or there is no
- * database at all: a command that only reads must not make one where a path was mistyped.
- */
-export class NoDatabaseError extends Error {
-  constructor(where: string) {
-    super(`no plantstore database ${where}`);
-    this.name = 'NoDatabaseError';
-  }
-}

@@ -1,8 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Log } from '../../core/log.js';
-import { assertNotNewer, type Migration, type MigrationReport } from '../migrations.js';
-import { NoDatabaseError } from '../store.js';
+import {
+  assertNotNewer,
+  type Migration,
+  type MigrationReport,
+  NoDatabaseError,
+} from '../migrations.js';
 
 /**
  * The advisory lock every plantstore takes to migrate: instances starting together on an
