@@ -313,6 +313,54 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Where to start
+     * @description Redirects to the API reference page, `/docs`.
+     */
+    get: operations['getRoot'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    /**
+     * CORS preflight
+     * @description Sent by browsers before a cross-origin request that is not "simple" (one with `Authorization`, for instance); answered only when the server runs with `--cors-origins`. From an allowed origin: `204`, allowing GET and the request headers listed in `Access-Control-Allow-Headers`. From another origin: `403` (40302). Without `Origin` and `Access-Control-Request-Method`, or with CORS off: `405` with `Allow`, as for any method the path does not support.
+     */
+    options: operations['preflightRoot'];
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/docs/': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The API reference page, with a trailing slash
+     * @description Redirects for good to `/docs`, the address of the reference page.
+     */
+    get: operations['getDocsSlash'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    /**
+     * CORS preflight
+     * @description Sent by browsers before a cross-origin request that is not "simple" (one with `Authorization`, for instance); answered only when the server runs with `--cors-origins`. From an allowed origin: `204`, allowing GET and the request headers listed in `Access-Control-Allow-Headers`. From another origin: `403` (40302). Without `Origin` and `Access-Control-Request-Method`, or with CORS off: `405` with `Allow`, as for any method the path does not support.
+     */
+    options: operations['preflightDocsSlash'];
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export interface webhooks {
   '/plant/webhook': {
@@ -378,34 +426,70 @@ export interface webhooks {
 }
 export interface components {
   schemas: {
-    /** @description A plant. `tag` is absent when the plant has none. */
+    /**
+     * @description A plant. `tag` is absent when the plant has none.
+     * @example {
+     *       "id": 42,
+     *       "name": "Fern",
+     *       "tag": "shade"
+     *     }
+     */
     Plant: {
       /**
        * Format: int64
        * @description Identifier of the plant, a signed 64-bit integer.
        */
       id: bigint;
-      /** @description Name of the plant: 1 to 100 characters, no U+0000, and not only invisible characters: white space, control and format characters (Unicode Cc, Cf), other default-ignorable code points (variation selectors, Hangul fillers) and U+2800. */
+      /**
+       * @description Name of the plant: 1 to 100 characters, no U+0000, and not only invisible characters: white space, control and format characters (Unicode Cc, Cf), other default-ignorable code points (variation selectors, Hangul fillers) and U+2800.
+       * @example Fern
+       */
       name: string;
-      /** @description Free-form label used to filter lists: 1 to 50 characters, no U+0000. */
+      /**
+       * @description Free-form label used to filter lists: 1 to 50 characters, no U+0000.
+       * @example shade
+       */
       tag?: string;
     };
+    /**
+     * @example {
+     *       "name": "Fern",
+     *       "tag": "shade"
+     *     }
+     */
     NewPlant: {
       /**
        * Format: int64
        * @description Identifier to use. If absent, the server assigns one that no plant has or ever had.
        */
       id?: bigint;
-      /** @description Name of the plant: 1 to 100 characters, no U+0000, and not only invisible characters: white space, control and format characters (Unicode Cc, Cf), other default-ignorable code points (variation selectors, Hangul fillers) and U+2800. */
+      /**
+       * @description Name of the plant: 1 to 100 characters, no U+0000, and not only invisible characters: white space, control and format characters (Unicode Cc, Cf), other default-ignorable code points (variation selectors, Hangul fillers) and U+2800.
+       * @example Fern
+       */
       name: string;
-      /** @description Free-form label used to filter lists: 1 to 50 characters, no U+0000. */
+      /**
+       * @description Free-form label used to filter lists: 1 to 50 characters, no U+0000.
+       * @example shade
+       */
       tag?: string;
     };
-    /** @description A JSON merge patch (RFC 7396): absent fields are left alone, null removes. */
+    /**
+     * @description A JSON merge patch (RFC 7396): absent fields are left alone, null removes.
+     * @example {
+     *       "name": "Swiss cheese plant"
+     *     }
+     */
     PlantPatch: {
-      /** @description Name of the plant: 1 to 100 characters, no U+0000, and not only invisible characters: white space, control and format characters (Unicode Cc, Cf), other default-ignorable code points (variation selectors, Hangul fillers) and U+2800. */
+      /**
+       * @description Name of the plant: 1 to 100 characters, no U+0000, and not only invisible characters: white space, control and format characters (Unicode Cc, Cf), other default-ignorable code points (variation selectors, Hangul fillers) and U+2800.
+       * @example Fern
+       */
       name?: string;
-      /** @description New tag, or null to remove the tag. */
+      /**
+       * @description New tag, or null to remove the tag.
+       * @example shade
+       */
       tag?: string | null;
     };
     Error: {
@@ -576,7 +660,7 @@ export interface components {
   parameters: never;
   requestBodies: never;
   headers: {
-    /** @description Path of what was created, e.g. /plants/42 or /webhooks/7. */
+    /** @description Path of what the answer points to: what was created (`/plants/42`, `/webhooks/7`) on a `201`, the page redirected to (`/docs`) on a `302` or `308`. */
     Location: string;
     /** @description Strong entity tag of the plant as answered; send it back in `If-Match` to update or delete the plant only if nobody changed it since. */
     ETag: string;
@@ -5290,6 +5374,450 @@ export interface operations {
         /** @description Any value: a preflight does not look at it. */
         file: string;
       };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The browser may send the request. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Access-Control-Allow-Origin': components['headers']['Access-Control-Allow-Origin'];
+          'Access-Control-Allow-Methods': components['headers']['Access-Control-Allow-Methods'];
+          'Access-Control-Allow-Headers': components['headers']['Access-Control-Allow-Headers'];
+          'Access-Control-Max-Age': components['headers']['Access-Control-Max-Age'];
+          Vary: components['headers']['Vary'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40302` Web pages from this origin may not call the API (CORS).
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40501` The resource does not support this method.
+       */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Allow: components['headers']['Allow'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  getRoot: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Found: the reference page is at `/docs`. */
+      302: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Location: components['headers']['Location'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  preflightRoot: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description The origin of the page, e.g. `https://app.example` (set by the browser). */
+        Origin?: string;
+        /** @description The method of the request the page wants to make (set by the browser). */
+        'Access-Control-Request-Method'?: string;
+        /** @description The headers it wants to send (set by the browser). */
+        'Access-Control-Request-Headers'?: string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The browser may send the request. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Access-Control-Allow-Origin': components['headers']['Access-Control-Allow-Origin'];
+          'Access-Control-Allow-Methods': components['headers']['Access-Control-Allow-Methods'];
+          'Access-Control-Allow-Headers': components['headers']['Access-Control-Allow-Headers'];
+          'Access-Control-Max-Age': components['headers']['Access-Control-Max-Age'];
+          Vary: components['headers']['Vary'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40302` Web pages from this origin may not call the API (CORS).
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40501` The resource does not support this method.
+       */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Allow: components['headers']['Allow'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  getDocsSlash: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Permanent Redirect: the page is at `/docs`. */
+      308: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Location: components['headers']['Location'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  preflightDocsSlash: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description The origin of the page, e.g. `https://app.example` (set by the browser). */
+        Origin?: string;
+        /** @description The method of the request the page wants to make (set by the browser). */
+        'Access-Control-Request-Method'?: string;
+        /** @description The headers it wants to send (set by the browser). */
+        'Access-Control-Request-Headers'?: string;
+      };
+      path?: never;
       cookie?: never;
     };
     requestBody?: never;

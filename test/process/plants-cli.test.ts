@@ -149,7 +149,7 @@ test('import reports each failed line, and running it again creates nothing twic
     [
       `${file}: 8 lines: 2 created, 2 created by an earlier run, 4 failed`,
       "line 5: not JSON: JSON value expected but got 'n' at position 0",
-      'line 6: 400 (40004) Property "name" must NOT have fewer than 1 characters.',
+      'line 6: 400 (40004) name must contain a non-blank character: white space, control and format characters alone are not a name.',
       'line 7: 409 (40901) A plant with id 9007199254740993 already exists.',
       'line 8: not a JSON object',
       '',
