@@ -136,20 +136,7 @@ function revokeCommand(): Command {
     .addOption(dbOption())
     .addOption(databaseUrlOption())
     .action(async (id: number | undefined, options: RevokeOptions, command: Command) => {
-      if ((id === undefined) === (options.token === undefined)) {
-        const message =
-          id === undefined
-            ? 'say which token to revoke: its id (token list shows it), or --token'
-            : 'give the id of the token to revoke or --token, not both';
-        command.error(`error: ${message}`, { exitCode: USAGE });
-      }
-      const secret = options.token === undefined ? undefined : await tokenGiven(options.token);
-      if (secret !== undefined && !TOKEN_FORMAT.test(secret)) {
-        command.error(
-          `error: what --token gave is not a plantstore token (${TOKEN_PREFIX} and 43 characters)`,
-          { exitCode: USAGE },
-        );
-      }
+      const secret = await revocationTarget(id, options, command);
       await withDatabase(options, command, { create: false }, async (database) => {
         const tokens = new TokenService(database.store.tokens);
         const revocation =
@@ -159,6 +146,33 @@ function revokeCommand(): Command {
         reportRevocation(revocation, id, database.name);
       });
     });
+}
+
+/**
+ * The token `--token` gives, undefined when the id does; a usage error (exit 2) for neither,
+ * both, or what is not a token (which is not echoed: it may be a secret all the same).
+ */
+async function revocationTarget(
+  id: number | undefined,
+  options: RevokeOptions,
+  command: Command,
+): Promise<string | undefined> {
+  if ((id === undefined) === (options.token === undefined)) {
+    const message =
+      id === undefined
+        ? 'say which token to revoke: its id (token list shows it), or --token'
+        : 'give the id of the token to revoke or --token, not both';
+    command.error(`error: ${message}`, { exitCode: USAGE });
+  }
+  if (options.token === undefined) return undefined;
+  const secret = await tokenGiven(options.token);
+  if (!TOKEN_FORMAT.test(secret)) {
+    command.error(
+      `error: what --token gave is not a plantstore token (${TOKEN_PREFIX} and 43 characters)`,
+      { exitCode: USAGE },
+    );
+  }
+  return secret;
 }
 
 interface RevokeOptions extends DatabaseOptions {
