@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ApiError } from '../../src/core/errors.js';
-import { parseIfMatch } from '../../src/api/preconditions.js';
 import { setup } from '../helpers/setup.js';
 
 // ETag on reads and writes; If-Match on PATCH and DELETE (412 on a mismatch).
@@ -67,18 +65,4 @@ test('If-Match: *, lists, weak tags, missing plants and malformed values', async
   });
   assert.equal(missing.statusCode, 404, 'a missing plant is 404, conditions aside');
   assert.equal(errorCode(missing.body), 40401);
-});
-
-test('parseIfMatch reads RFC 9110 entity-tag lists', () => {
-  assert.equal(parseIfMatch(undefined), undefined);
-  assert.deepEqual(parseIfMatch(' * '), { any: true });
-  assert.deepEqual(parseIfMatch('"a,b" ,\tW/"c", ""'), {
-    any: false,
-    tags: ['"a,b"', 'W/"c"', '""'],
-  });
-  // RFC 9110 §5.6.1: a recipient accepts empty list elements.
-  assert.deepEqual(parseIfMatch('"a",'), { any: false, tags: ['"a"'] });
-  assert.deepEqual(parseIfMatch(['"a"', '"b"']), { any: false, tags: ['"a"', '"b"'] });
-  assert.throws(() => parseIfMatch(''), ApiError);
-  assert.throws(() => parseIfMatch('"a"x'), ApiError);
 });
