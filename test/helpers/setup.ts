@@ -27,6 +27,7 @@ export interface TestApp {
   store: Store;
   /** The database as the CLI names it: `--db <file>` or `--database-url <url>`. */
   database: string[];
+  /** Issues and revokes tokens on the app's database (and clock), as the CLI would. */
   tokens: TokenService;
   /** The token with every scope that `call` sends by default. */
   token: string;
@@ -85,7 +86,9 @@ async function start(
     await store.close();
   });
   await app.ready();
-  const tokens = new TokenService(store.tokens);
+  // On the app's clock, if the test gave one: a token lives by the time the app sees.
+  const { now } = options;
+  const tokens = new TokenService(store.tokens, now && (() => new Date(now())));
   const newToken = async (
     scopes: Scope[] = ['plants:read', 'plants:write'],
     expiresInMs: number | null = null,
