@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -136,6 +137,28 @@ export async function startServer(t: TestContext, args: string[], extraPids: num
   assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
   const server: Server = { child, url, logs, exited, waitForLog };
   return server;
+}
+
+/**
+ * Resolves once `server` refuses new connections: it has stopped listening, as it does
+ * first when it shuts down. (Polled: nothing outside the process says so sooner.)
+ */
+export async function stoppedListening(server: Server, ms = 10_000): Promise<void> {
+  const { hostname, port } = new URL(server.url);
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = connect(Number(port), hostname);
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', () => resolve(true));
+    });
+    if (refused) return;
+    assert.ok(Date.now() < deadline, `${server.url} still accepts connections after ${ms} ms`);
+    await sleep(20);
+  }
 }
 
 /** Runs the CLI to completion; rejects on a non-zero exit. */
