@@ -22,27 +22,15 @@ export async function rateLimitRows(
 }
 
 /**
- * Waits until the shared total of `policy` is `total`: the round of the process that added
- * the last counts is then over, and that process knows the total. (Polling the table rather
- * than sleeping a fixed time keeps the test right on a loaded machine.)
+ * Waits until the shared total of `policy` is `total`, polling the table (the processes
+ * that add to it say nothing when they do).
  */
-export async function sharedTotal(url: string, policy: string, total: number): Promise<void> {
+export async function awaitTotal(url: string, policy: string, total: number): Promise<void> {
   const deadline = Date.now() + 20_000;
   for (;;) {
     const found = (await rateLimitRows(url)).find((row) => row.policy === policy)?.count;
-    if (found === String(total)) break;
+    if (found === String(total)) return;
     assert.ok(Date.now() < deadline, `the ${policy} total is ${found}, not ${total}`);
     await sleep(SYNC_INTERVAL_MS / 5);
   }
-  // The answer reaches the process a moment after the commit is visible here.
-  await sleep(SYNC_INTERVAL_MS);
-}
-
-/**
- * Waits, if need be, until the current day (UTC) has more than `ms` left, so a test using
- * day-long windows cannot see its window end halfway.
- */
-export async function awayFromMidnight(ms: number): Promise<void> {
-  const left = 86_400_000 - (Date.now() % 86_400_000);
-  if (left < ms) await sleep(left + 100);
 }

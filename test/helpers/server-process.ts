@@ -36,6 +36,16 @@ export function cleanEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
 }
 
+/**
+ * Waits, if need be, until the current day (UTC) has more than `ms` left, so a test using
+ * day-long rate-limit windows cannot see its window end halfway. (A server process runs on
+ * the real clock; a test in-process gives the app a clock instead.)
+ */
+export async function awayFromMidnight(ms: number): Promise<void> {
+  const left = 86_400_000 - (Date.now() % 86_400_000);
+  if (left < ms) await sleep(left + 100);
+}
+
 /** Resolves after `ms` without keeping the test process alive. */
 export const sleep = (ms: number) =>
   new Promise<void>((resolve) => {

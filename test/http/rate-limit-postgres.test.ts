@@ -1,27 +1,48 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { composeApp } from '../../src/cli/compose.js';
-import { SYNC_INTERVAL_MS } from '../../src/service/rate-limit-sync.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
+import type { RateLimitStore } from '../../src/store/store.js';
 import {
   collectCrashes,
   databaseBehindProxy,
   freshDatabase,
   POSTGRES_SKIP,
 } from '../helpers/postgres.js';
-import {
-  awayFromMidnight,
-  rateLimitRows as rows,
-  sharedTotal,
-} from '../helpers/rate-limit-rows.js';
+import { awaitTotal } from '../helpers/rate-limit-rows.js';
 
 // The rate limits of one process on PostgreSQL: a burst of failed authentications, and
-// the counts kept through an outage of the database and shared once it is back.
+// the counts kept through an outage of the database and shared once it is back. The app's
+// clock stands still: no window ends, and no token lookup is cached out, during a test.
 
-/** Long enough for every process to have added its counts and read the totals back. */
-const SHARED_WITHIN_MS = 6 * SYNC_INTERVAL_MS;
+const NOW = Date.now();
+/** The clock of the apps under test. */
+const now = () => NOW;
+
+/** Watches `add` on the store: `next()` resolves when a call made after it fails. */
+function failuresOf(rateLimits: RateLimitStore) {
+  const add = rateLimits.add.bind(rateLimits);
+  let failed = () => {};
+  rateLimits.add = async (counts) => {
+    try {
+      return await add(counts);
+    } catch (error) {
+      failed();
+      throw error;
+    }
+  };
+  // The sync's timer does not keep the process alive: this deadline does, meanwhile.
+  const next = () =>
+    new Promise<void>((resolve, reject) => {
+      const deadline = setTimeout(() => reject(new Error('no round failed within 10 s')), 10_000);
+      failed = () => {
+        clearTimeout(deadline);
+        resolve();
+      };
+    });
+  return { next };
+}
 
 if (POSTGRES_SKIP) {
   it('rate limits on PostgreSQL', { skip: POSTGRES_SKIP }, () => {});
@@ -33,10 +54,10 @@ if (POSTGRES_SKIP) {
       async (t) => {
         const url = await freshDatabase(t);
         const store = await openPostgresStore({ url });
-        await awayFromMidnight(60_000);
         const app = composeApp({
           store,
           rateLimits: { perToken: null, authFailures: { quota: 100, windowSeconds: 86_400 } },
+          now,
         });
         t.after(async () => {
           await app.close();
@@ -73,7 +94,7 @@ if (POSTGRES_SKIP) {
         while ((await list(`pst_more${more}`)) === '401') more += 1;
         assert.equal(tally('401') + more, 100);
         // And the shared total is those 100: no count for the valid token's slot.
-        await sharedTotal(url, 'failed-auth', 100);
+        await awaitTotal(url, 'failed-auth', 100);
       },
     );
   });
@@ -83,10 +104,11 @@ if (POSTGRES_SKIP) {
       const crashes = collectCrashes(t);
       const { url, direct, proxy } = await databaseBehindProxy(t);
       const store = await openPostgresStore({ url });
-      await awayFromMidnight(60_000);
+      const failedAdds = failuresOf(store.rateLimits!);
       const app = composeApp({
         store,
         rateLimits: { perToken: { quota: 5, windowSeconds: 86_400 }, authFailures: null },
+        now,
       });
       t.after(async () => {
         await app.close();
@@ -110,25 +132,17 @@ if (POSTGRES_SKIP) {
 
       assert.deepEqual([await list(), await list(), await list()], [200, 200, 200]);
       await proxy.cut();
-      // The token is still cached (2 s): the store is needed for the plants only.
+      // The token is still cached: the store is needed for the plants only.
       assert.deepEqual(
         [await list(), await list(), await list()],
         [503, 503, 429],
         'two more counted (a valid token counts whatever the answer), then the limit',
       );
-      await sleep(SHARED_WITHIN_MS);
+      // A round of the sync fails to share the counts (and keeps them) while it is cut.
+      await failedAdds.next();
       await proxy.restore();
-      const deadline = Date.now() + 10_000;
-      let shared = await rows(direct);
-      while (shared[0]?.count !== '5' && Date.now() < deadline) {
-        await sleep(100);
-        shared = await rows(direct);
-      }
-      assert.deepEqual(
-        shared.map((row) => row.count),
-        ['5'],
-        'the counts made during the outage were kept and added',
-      );
+      // ...and once it is back, shares them.
+      await awaitTotal(direct, 'token', 5);
       assert.deepEqual(crashes, []);
     });
   });

@@ -2,8 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { cleanEnv, cli, ROOT, startServer } from '../helpers/server-process.js';
+import { awayFromMidnight, cleanEnv, cli, ROOT, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // The rate-limit options of `serve`, as a user gives them: flags and environment variables,
@@ -26,12 +25,6 @@ function refused(args: string[], env: Record<string, string> = {}) {
       resolve({ code, stderr });
     });
   });
-}
-
-/** Waits, if need be, so that day-long windows do not end during the next minute. */
-async function awayFromMidnight(): Promise<void> {
-  const left = 86_400_000 - (Date.now() % 86_400_000);
-  if (left < 60_000) await sleep(left + 100);
 }
 
 describe('rate-limit options', () => {
@@ -78,7 +71,7 @@ describe('rate-limit options', () => {
       await res.arrayBuffer();
       return res;
     };
-    await awayFromMidnight();
+    await awayFromMidnight(60_000);
     const answers = [];
     for (let i = 0; i < 3; i++) answers.push(await get(`Bearer ${token}`));
     assert.deepEqual(
@@ -107,7 +100,7 @@ describe('rate-limit options', () => {
       await res.arrayBuffer();
       return res;
     };
-    await awayFromMidnight();
+    await awayFromMidnight(60_000);
     assert.deepEqual(
       [
         (await from('203.0.113.1')).status,
