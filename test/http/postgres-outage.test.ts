@@ -274,6 +274,8 @@ if (POSTGRES_SKIP) {
         for (const result of cutInFlight) assertUnavailable(result, cutAt + 1_000);
         await h.proxy.restore();
         await assertRecovered(h, 'cut in flight');
+        // A moment for late failures of the reset connections to surface: nothing marks
+        // that there will be none, so this waits rather than orders.
         await sleep(200);
         assert.deepEqual(h.crashes, []);
       },
@@ -326,7 +328,8 @@ if (POSTGRES_SKIP) {
 
         await h.proxy.restore();
         await assertRecovered(h, 'blackhole');
-        // The held bytes (late answers to abandoned queries) arrive after the restore.
+        // The held bytes (late answers to abandoned queries) arrive after the restore; a
+        // moment for a failure they cause to surface (nothing marks that none will).
         await sleep(200);
         assert.deepEqual(h.crashes, []);
       },
