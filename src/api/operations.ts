@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { OperationSpec } from './operation.js';
+import { webhookOperations } from './webhook-operations.js';
 import {
   Health,
   ListQuery,
@@ -172,7 +173,11 @@ export const getDocs = {
 } satisfies OperationSpec<undefined, typeof NoQuery, undefined>;
 
 export const DocsAssetParams = Type.Object(
-  { file: Type.String({ description: 'swagger-ui.css or swagger-ui-bundle.js' }) },
+  {
+    file: Type.String({
+      description: 'swagger-ui.css, swagger-ui-bundle.js or lossless-json.js',
+    }),
+  },
   { additionalProperties: false },
 );
 
@@ -181,7 +186,7 @@ export const getDocsAsset = {
   method: 'GET',
   path: '/docs/{file}',
   summary: 'Asset of the API reference page',
-  description: 'Script and style sheet of the reference page.',
+  description: 'Scripts and style sheet of the reference page.',
   tag: 'operations',
   scope: null,
   params: DocsAssetParams,
@@ -203,6 +208,7 @@ export const operations: readonly OperationSpec[] = [
   getPlant,
   updatePlant,
   deletePlant,
+  ...webhookOperations,
   getHealth,
   getReadiness,
   getOpenApi,

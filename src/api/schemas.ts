@@ -41,7 +41,10 @@ export const PlantList = Type.Array(Plant, { description: 'Plants in ascending i
 export const NewPlant = Type.Object(
   {
     id: Type.Optional(
-      Int64({ description: 'Identifier to use; assigned by the server if absent.' }),
+      Int64({
+        description:
+          'Identifier to use. If absent, the server assigns one that no plant has or ever had.',
+      }),
     ),
     name: Name,
     tag: Type.Optional(Tag),

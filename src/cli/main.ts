@@ -24,6 +24,8 @@ import {
   type TimeoutOptions,
 } from './options.js';
 import { auditCommand } from './audit-command.js';
+import { backupCommands } from './backup-commands.js';
+import { plantsCommand } from './plants-command.js';
 import { tokenCommand } from './token-commands.js';
 
 interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
@@ -39,6 +41,8 @@ interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
   rateLimit: RateLimit | false;
   authFailureLimit: RateLimit | false;
   trustProxy: string | false;
+  metricsPort?: number;
+  metricsHost: string;
 }
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
@@ -120,6 +124,19 @@ function program(): Command {
         .argParser(parseTrustProxy),
     )
     .addOption(
+      new Option(
+        '--metrics-port <port>',
+        'serve Prometheus metrics at GET /metrics on this port, a listener of its own (default: off)',
+      )
+        .env('PLANTSTORE_METRICS_PORT')
+        .argParser(parsePort),
+    )
+    .addOption(
+      new Option('--metrics-host <host>', 'address of the metrics listener')
+        .env('PLANTSTORE_METRICS_HOST')
+        .default('127.0.0.1'),
+    )
+    .addOption(
       new Option('--log-level <level>', 'pino log level')
         .env('LOG_LEVEL')
         .default('info')
@@ -143,6 +160,10 @@ function program(): Command {
         process.exitCode = USAGE;
         return;
       }
+      const metricsListen =
+        options.metricsPort === undefined
+          ? undefined
+          : { host: options.metricsHost, port: options.metricsPort };
       if (options.workers > 1 && cluster.isPrimary) {
         const { runPrimary } = await import('./cluster.js');
         await runPrimary({
@@ -150,6 +171,7 @@ function program(): Command {
           store,
           logLevel: options.logLevel,
           shutdownGraceMs: timeouts.shutdownGraceMs,
+          ...(metricsListen && { metrics: metricsListen }),
         });
         return;
       }
@@ -168,6 +190,8 @@ function program(): Command {
           authFailures: options.authFailureLimit || null,
         },
         trustProxy: options.trustProxy,
+        // A --workers worker reports to the primary, which alone listens.
+        ...(metricsListen && { metrics: cluster.isWorker ? 'to-primary' : metricsListen }),
       });
     });
 
@@ -189,6 +213,8 @@ function program(): Command {
 
   root.addCommand(tokenCommand());
   root.addCommand(auditCommand());
+  for (const command of backupCommands()) root.addCommand(command);
+  root.addCommand(plantsCommand());
   // Subcommands inherit neither exitOverride nor help-after-error; set them on each.
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
   for (const command of all(root)) command.exitOverride().showHelpAfterError();

@@ -1,7 +1,9 @@
 import pino from 'pino';
 import { redacted } from '../http/app.js';
 import { openStore, type StoreConfig } from '../store/open.js';
+import type { Store } from '../store/store.js';
 import { composeApp, type ComposeOptions } from './compose.js';
+import { type MetricsOption, startMetrics } from './metrics.js';
 
 /** What `serve` passes on to the app: the limits, rate limits and CORS of the HTTP edge. */
 export type EdgeOptions = Pick<
@@ -23,6 +25,8 @@ export interface ServeOptions extends EdgeOptions {
   logLevel: string;
   /** On shutdown, requests still running after this are cut off. */
   shutdownGraceMs: number;
+  /** Serve Prometheus metrics; nothing is measured when absent. */
+  metrics?: MetricsOption;
 }
 
 /**
@@ -35,13 +39,25 @@ export async function serve({
   store: storeConfig,
   logLevel,
   shutdownGraceMs,
+  metrics: metricsOption,
   ...edge
 }: ServeOptions): Promise<void> {
   // One logger for the store, the services and the app, so that what the store says while
   // it opens (migrations, a pool connection lost) reaches the same log as the requests.
   const logger = pino(redacted({ level: logLevel }));
-  const store = await openStore(storeConfig, logger);
-  const app = composeApp({ store, logger, ...edge });
+  // The pool gauges read the store at each scrape, and the store is opened measured.
+  const opened: { store?: Store } = {};
+  const measuring =
+    metricsOption &&
+    (await startMetrics(metricsOption, () => opened.store?.connections?.(), logger));
+  const store = await openStore(storeConfig, logger, measuring?.metrics);
+  opened.store = store;
+  const app = composeApp({
+    store,
+    logger,
+    ...edge,
+    ...(measuring && { metrics: measuring.metrics }),
+  });
   let stopping = false;
   // Never rejects: any failure is logged and ends the process with 1.
   const stop = async (signal: NodeJS.Signals) => {
@@ -53,6 +69,7 @@ export async function serve({
       setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
       await app.close();
       await store.close();
+      await measuring?.close();
       app.log.info('stopped');
       process.exit(0);
     } catch (error) {
@@ -67,6 +84,7 @@ export async function serve({
     await app.listen({ host, port });
   } catch (error) {
     await store.close();
+    await measuring?.close();
     throw error;
   }
 }

@@ -5,9 +5,11 @@ import Fastify, {
   type FastifyInstance,
   type FastifyServerOptions,
 } from 'fastify';
+import type { Metrics } from '../core/metrics.js';
 import type { PlantService } from '../service/plant-service.js';
 import type { RateLimitCounts } from '../service/rate-limit-sync.js';
 import type { TokenService } from '../service/token-service.js';
+import type { WebhookService } from '../service/webhook-service.js';
 import { authenticate } from './hooks/auth.js';
 import { registerJsonParsers } from './hooks/body.js';
 import { installErrorHandling, sendError, toApiError } from './errors/error-reply.js';
@@ -31,12 +33,14 @@ import { rateLimits } from './hooks/rate-limit.js';
 import { lazyChildLogger, RequestLog } from './hooks/request-log.js';
 import { SECURITY_HEADERS } from '../api/security-headers.js';
 import { plantRoutes } from './routes/plants.js';
+import { webhookRoutes } from './routes/webhooks/index.js';
 import { systemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 
 /** What the app serves with, built by its caller (src/cli/compose.ts). */
 export interface AppServices {
   plants: PlantService;
+  webhooks: WebhookService;
   tokens: TokenService;
   /** What the rate limits count in; a limit turned off has no counts. */
   rateLimitCounts: RateLimitCounts;
@@ -69,6 +73,8 @@ export interface AppOptions extends AppServices {
    * the token checks too.
    */
   now?: () => number;
+  /** Where requests and rate-limit refusals are counted; nothing is measured by default. */
+  metrics?: Metrics;
 }
 
 /** Logger options with the Authorization header always removed from what is logged. */
@@ -97,6 +103,7 @@ function requestId(request: IncomingMessage): string {
  */
 export function buildApp({
   plants,
+  webhooks,
   tokens,
   rateLimitCounts,
   ready,
@@ -109,16 +116,20 @@ export function buildApp({
   corsOrigins,
   trustProxy = false,
   now,
+  metrics,
 }: AppOptions): FastifyInstance {
-  const requestLog = new RequestLog();
+  const requestLog = new RequestLog(metrics);
   const cors = corsPolicy(corsOrigins);
   const connections = new ConnectionGuard({
     inFlight: IN_FLIGHT_PER_CONNECTION,
     pipelined: PIPELINED_PER_CONNECTION,
     sendTimeoutMs,
   });
+  // Requests are measured as they are logged, when Fastify reports them complete, which it
+  // does only for an app with a logger: a silent one, then, if there is nothing to log to.
+  const logs = logger === false && metrics !== undefined ? { level: 'silent' } : logger;
   const app = Fastify({
-    ...(isLogger(logger) ? { loggerInstance: logger } : { logger: logger && redacted(logger) }),
+    ...(isLogger(logs) ? { loggerInstance: logs } : { logger: logs && redacted(logs) }),
     logController: requestLog,
     childLoggerFactory: lazyChildLogger,
     genReqId: requestId,
@@ -165,6 +176,7 @@ export function buildApp({
   installRequestChecks(app, authenticate(tokens, rateLimits(rateLimitCounts, now)), cors);
 
   plantRoutes(app, plants);
+  webhookRoutes(app, webhooks);
   systemRoutes(app, ready);
   return app;
 }

@@ -1,4 +1,5 @@
 import { type Log, silentLog } from '../core/log.js';
+import { type Metrics, noMetrics } from '../core/metrics.js';
 import type { Durability, Store } from './store.js';
 
 /** Where the data lives: a SQLite file, or a PostgreSQL database when a URL is given. */
@@ -19,7 +20,11 @@ export const isPostgresUrl = (url: string): boolean => /^postgres(?:ql)?:\/\//i.
  * adapter is loaded only when used, so SQLite users never load pg and vice versa. `log`
  * hears of the failures the store gets over by itself (see the adapters' open.ts).
  */
-export async function openStore(config: StoreConfig, log: Log = silentLog): Promise<Store> {
+export async function openStore(
+  config: StoreConfig,
+  log: Log = silentLog,
+  metrics: Metrics = noMetrics,
+): Promise<Store> {
   if (config.databaseUrl !== undefined) {
     const { openPostgresStore } = await import('./postgres/open.js');
     return openPostgresStore(
@@ -29,6 +34,7 @@ export async function openStore(config: StoreConfig, log: Log = silentLog): Prom
         ...(config.poolSize && { poolSize: config.poolSize }),
       },
       log,
+      metrics,
     );
   }
   const { openSqliteStore } = await import('./sqlite/open.js');
@@ -38,5 +44,6 @@ export async function openStore(config: StoreConfig, log: Log = silentLog): Prom
       ...(config.durability && { durability: config.durability }),
     },
     log,
+    metrics,
   );
 }

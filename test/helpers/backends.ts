@@ -1,5 +1,7 @@
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import Database from 'better-sqlite3';
+import pg from 'pg';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Store } from '../../src/store/store.js';
@@ -16,6 +18,11 @@ export interface TestDatabase {
   args: string[];
   /** Opens (creating and migrating) a store on it; the caller closes it. */
   open(): Promise<Store>;
+  /**
+   * Sets the last id the server handed out, as if it had got that far (each database keeps
+   * it its own way: a counter row, a sequence). The store must have migrated it first.
+   */
+  setLastAssigned(id: bigint): Promise<void>;
 }
 
 export interface Backend {
@@ -26,22 +33,49 @@ export interface Backend {
   fresh(t: TestContext): Promise<TestDatabase>;
 }
 
+/** The SQLite database in `file`. */
+export function sqliteDatabase(file: string): TestDatabase {
+  return {
+    args: ['--db', file],
+    open: async () => openSqliteStore({ file }),
+    async setLastAssigned(id) {
+      const db = new Database(file);
+      try {
+        db.prepare('UPDATE plant_id_counter SET last = ?').run(id);
+      } finally {
+        db.close();
+      }
+    },
+  };
+}
+
+/** The PostgreSQL database (and schema) `url` names. */
+export function postgresDatabase(url: string): TestDatabase {
+  return {
+    args: ['--database-url', url],
+    open: () => openPostgresStore({ url }),
+    async setLastAssigned(id) {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        await client.query("SELECT setval('plant_id_seq', $1)", [id.toString()]);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
 export const SQLITE: Backend = {
   name: 'SQLite',
   skip: false,
-  fresh: async (t) => {
-    const file = join(makeTempDir(t), 'test.db');
-    return { args: ['--db', file], open: async () => openSqliteStore({ file }) };
-  },
+  fresh: async (t) => sqliteDatabase(join(makeTempDir(t), 'test.db')),
 };
 
 export const POSTGRES: Backend = {
   name: 'PostgreSQL',
   skip: POSTGRES_SKIP,
-  fresh: async (t) => {
-    const url = await freshDatabase(t);
-    return { args: ['--database-url', url], open: () => openPostgresStore({ url }) };
-  },
+  fresh: async (t) => postgresDatabase(await freshDatabase(t)),
 };
 
 export const BACKENDS: readonly Backend[] = [SQLITE, POSTGRES];

@@ -5,9 +5,8 @@ import type { Scope } from '../../src/core/scopes.js';
 import { type ComposeOptions, composeApp } from '../../src/cli/compose.js';
 import { parseJson } from '../../src/api/json.js';
 import { TokenService } from '../../src/service/token-service.js';
-import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Store } from '../../src/store/store.js';
-import { type Backend, BACKENDS } from './backends.js';
+import { type Backend, BACKENDS, sqliteDatabase, type TestDatabase } from './backends.js';
 import { OpenApiValidator } from './openapi-validator.js';
 import { makeTempDir } from './temp-dir.js';
 
@@ -25,8 +24,8 @@ export interface Call extends Omit<InjectOptions, 'url' | 'method'> {
 export interface TestApp {
   app: FastifyInstance;
   store: Store;
-  /** The database as the CLI names it: `--db <file>` or `--database-url <url>`. */
-  database: string[];
+  /** The database the app is on: `database.args` names it to the CLI. */
+  database: TestDatabase;
   /** Issues and revokes tokens on the app's database (and clock), as the CLI would. */
   tokens: TokenService;
   /** The token with every scope that `call` sends by default. */
@@ -50,15 +49,14 @@ export type Setup = (t: TestContext, options?: AppOptions) => Promise<TestApp>;
 /** A fresh app on a fresh SQLite database, closed when the test ends. */
 export async function setup(t: TestContext, options: AppOptions = {}): Promise<SqliteTestApp> {
   const file = join(makeTempDir(t), 'test.db');
-  return { ...(await start(t, options, openSqliteStore({ file }), ['--db', file])), file };
+  return { ...(await start(t, options, sqliteDatabase(file))), file };
 }
 
 /** `setup` on a fresh database of `backend` (a SQLite file, a PostgreSQL schema). */
 export const setupOn =
   (backend: Backend): Setup =>
   async (t, options = {}) => {
-    const database = await backend.fresh(t);
-    return start(t, options, await database.open(), database.args);
+    return start(t, options, await backend.fresh(t));
   };
 
 /**
@@ -77,9 +75,9 @@ export function forEachBackend(suite: (backend: { name: string; setup: Setup }) 
 async function start(
   t: TestContext,
   options: AppOptions,
-  store: Store,
-  database: string[],
+  database: TestDatabase,
 ): Promise<TestApp> {
+  const store = await database.open();
   const app = composeApp({ ...options, store });
   t.after(async () => {
     await app.close();

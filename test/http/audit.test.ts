@@ -56,7 +56,7 @@ forEachBackend(({ setup }) => {
       assert.equal((await call({ method: 'GET', url: `/plants/${id}` })).statusCode, 404);
 
       // ...but its last state is in the audit trail.
-      const { stdout } = await cli(['audit', '--json', ...database]);
+      const { stdout } = await cli(['audit', '--json', ...database.args]);
       const trail = entries(stdout);
       assert.deepEqual(
         trail.map(({ action, plantId, tokenId: by, requestId, before, after }) => ({
@@ -97,7 +97,7 @@ forEachBackend(({ setup }) => {
       for (const entry of trail)
         assert.ok(Math.abs(Date.parse(entry.at) - Date.now()) < 60_000, entry.at);
 
-      const text = await cli(['audit', ...database]);
+      const text = await cli(['audit', ...database.args]);
       const lines = text.stdout.trimEnd().split('\n');
       assert.equal(lines.length, 3);
       assert.match(
@@ -120,7 +120,7 @@ forEachBackend(({ setup }) => {
       });
       assert.equal(created.statusCode, 201, created.body);
 
-      const text = (await cli(['audit', ...database])).stdout;
+      const text = (await cli(['audit', ...database.args])).stdout;
       assert.equal(text.split('\n').length, 2, text);
       assert.doesNotMatch(text.slice(0, -1), /[\p{Cc}\p{Cf}\u2028\u2029]/u);
       assert.ok(
@@ -130,7 +130,7 @@ forEachBackend(({ setup }) => {
         text,
       );
 
-      const [entry] = entries((await cli(['audit', '--json', ...database])).stdout);
+      const [entry] = entries((await cli(['audit', '--json', ...database.args])).stdout);
       assert.deepEqual(entry?.after, { id: '1', name, tag: 'x\u009b' });
     });
 
@@ -139,28 +139,32 @@ forEachBackend(({ setup }) => {
       for (const id of [1, 2, 3])
         await call({ method: 'POST', url: '/plants', json: `{"id":${id},"name":"p"}` });
       await call({ method: 'DELETE', url: '/plants/2' });
-      const ofTwo = entries((await cli(['audit', '--json', '--plant', '2', ...database])).stdout);
+      const ofTwo = entries(
+        (await cli(['audit', '--json', '--plant', '2', ...database.args])).stdout,
+      );
       assert.deepEqual(
         ofTwo.map((e) => e.action),
         ['create', 'delete'],
       );
-      const recent = entries((await cli(['audit', '--json', '--since', '1h', ...database])).stdout);
+      const recent = entries(
+        (await cli(['audit', '--json', '--since', '1h', ...database.args])).stdout,
+      );
       assert.equal(recent.length, 4);
-      const future = await cli(['audit', '--since', '2999-01-01', ...database]);
+      const future = await cli(['audit', '--since', '2999-01-01', ...database.args]);
       assert.equal(future.stdout, '');
     });
 
     it('refuses a malformed --since or --plant with a usage error', async (t) => {
       const { database } = await setup(t);
       await assert.rejects(
-        cli(['audit', '--since', 'yesterday', ...database]),
+        cli(['audit', '--since', 'yesterday', ...database.args]),
         /is neither a date-time/,
       );
       await assert.rejects(
-        cli(['audit', '--since', '2026-11-21T08:00:00', ...database]),
+        cli(['audit', '--since', '2026-11-21T08:00:00', ...database.args]),
         /is neither/,
       );
-      await assert.rejects(cli(['audit', '--plant', '007', ...database]), /is not a plant id/);
+      await assert.rejects(cli(['audit', '--plant', '007', ...database.args]), /is not a plant id/);
     });
   });
 

@@ -85,12 +85,13 @@ forEachBackend(({ setup }) => {
     assert.ok(third > second, `${third} > ${second} (deleted)`);
   });
 
-  test('a server-assigned id is above every client-supplied id, even deleted ones', async (t) => {
+  test('a server-assigned id is never one a client supplied, even once deleted', async (t) => {
     const { call } = await setup(t);
-    assert.equal((await create(call, '{"id":1000,"name":"a"}')).statusCode, 201);
-    assert.equal((await call({ method: 'DELETE', url: '/plants/1000' })).statusCode, 204);
-    const assigned = body<PlantJson>(await create(call, '{"name":"b"}')).id;
-    assert.ok(assigned > 1000n, `${assigned} > 1000`);
+    const first = body<PlantJson>(await create(call, '{"name":"a"}')).id;
+    assert.equal((await create(call, `{"id":${first + 1n},"name":"b"}`)).statusCode, 201);
+    assert.equal((await call({ method: 'DELETE', url: `/plants/${first + 1n}` })).statusCode, 204);
+    const assigned = body<PlantJson>(await create(call, '{"name":"c"}')).id;
+    assert.equal(assigned, first + 2n);
   });
 
   test('POST with an id already in use answers 409 40901 and leaves the plant alone', async (t) => {
@@ -103,11 +104,20 @@ forEachBackend(({ setup }) => {
     assert.equal(read.body, '{"id":3,"name":"Fern"}');
   });
 
-  test('after a plant with id 9223372036854775807, POST without id answers 409 40902', async (t) => {
+  test('after a plant with id 9223372036854775807, POST without id still answers 201', async (t) => {
     const { call } = await setup(t);
     const max = await create(call, `{"id":${INT64_MAX},"name":"last"}`);
     assert.equal(max.statusCode, 201);
     assert.equal(max.headers.location, `/plants/${INT64_MAX}`);
+    const next = await create(call, '{"name":"next"}');
+    assert.equal(next.statusCode, 201, next.body);
+    assert.ok(body<PlantJson>(next).id < BigInt(INT64_MAX));
+  });
+
+  test('once the server has assigned up to 9223372036854775807, POST without id answers 409 40902', async (t) => {
+    const { call, database } = await setup(t);
+    // As if the server had assigned every id up to the largest (migration 0004's counter).
+    await database.setLastAssigned(BigInt(INT64_MAX));
     assertError(await create(call, '{"name":"next"}'), 409, 40902n);
     // Client-supplied ids still work.
     assert.equal((await create(call, '{"id":5,"name":"five"}')).statusCode, 201);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
+import { silentLog } from '../../src/core/log.js';
 import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
 import { makeTempDir } from '../helpers/setup.js';
 
@@ -89,4 +90,26 @@ test('when the commit fails, every write of the batch fails and none is kept', a
   assert.equal(db.inTransaction, false);
   await batches.run(() => insert.run(2, 'next batch works'));
   assert.equal(committed(2), true);
+});
+
+test('a batch whose COMMIT and ROLLBACK both fail is refused and logged, not thrown', async () => {
+  // A disk that fails under SQLite is hard to stage: a stand-in database refuses COMMIT
+  // and ROLLBACK. Before the fix the ROLLBACK error escaped setImmediate and ended the process.
+  const failing = (sql: string) => () => {
+    if (sql === 'COMMIT' || sql === 'ROLLBACK') throw new Error(`disk I/O error on ${sql}`);
+  };
+  const db = {
+    inTransaction: true,
+    prepare: (sql: string) => ({ run: failing(sql) }),
+    exec: (sql: string) => failing(sql)(),
+  } as unknown as Database.Database;
+  const logged: string[] = [];
+  const log = { ...silentLog, error: (_: unknown, message: string) => logged.push(message) };
+  const batches = new GroupCommit(db, log);
+  const outcomes = await Promise.allSettled([batches.run(() => 1), batches.run(() => 2)]);
+  assert.deepEqual(
+    outcomes.map((o) => (o.status === 'rejected' ? (o.reason as Error).message : 'resolved')),
+    ['disk I/O error on COMMIT', 'disk I/O error on COMMIT'],
+  );
+  assert.deepEqual(logged, ['could not roll back a failed group commit']);
 });

@@ -9,7 +9,6 @@ import {
 import type { Plant } from '../../src/core/plant.js';
 import type { TokenRecord } from '../../src/core/tokens.js';
 import {
-  IdsExhaustedError,
   KeyNotHeldError,
   type NewToken,
   PlantChangedError,
@@ -68,11 +67,14 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         assert.ok(next.id > last.id, `${next.id} after deleted ${last.id}`);
       });
 
-      it('assigns ids above the largest id a client gave', async (t) => {
+      it('never assigns an id a client took, even once that plant is deleted', async (t) => {
         const store = await open(t);
-        await store.plants.insert({ id: 1000n, name: 'given' });
-        const assigned = await store.plants.insert({ name: 'assigned' });
-        assert.ok(assigned.id > 1000n, `${assigned.id}`);
+        const first = await store.plants.insert({ name: 'assigned' });
+        await store.plants.insert({ id: first.id + 1n, name: 'given' });
+        await store.plants.insert({ id: first.id + 2n, name: 'given, deleted' });
+        assert.equal(await store.plants.delete(first.id + 2n), true);
+        const next = await store.plants.insert({ name: 'assigned' });
+        assert.ok(next.id > first.id + 2n, `${next.id} after ${first.id} and two taken`);
       });
 
       it('throws PlantExistsError with the id on a duplicate, keeping the first plant', async (t) => {
@@ -85,14 +87,14 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         assert.deepEqual(await store.plants.get(7n), { id: 7n, name: 'first' });
       });
 
-      it('throws IdsExhaustedError once INT64_MAX is used, even after it is deleted', async (t) => {
+      it('keeps assigning ids once a client took INT64_MAX, also after it is deleted', async (t) => {
         const store = await open(t);
         await store.plants.insert({ id: INT64_MAX, name: 'last' });
-        await assert.rejects(store.plants.insert({ name: 'x' }), IdsExhaustedError);
+        const assigned = await store.plants.insert({ name: 'x' });
+        assert.ok(assigned.id < INT64_MAX, `${assigned.id}`);
         await store.plants.delete(INT64_MAX);
-        await assert.rejects(store.plants.insert({ name: 'x' }), IdsExhaustedError);
-        // Client-given ids are still accepted.
-        assert.deepEqual(await store.plants.insert({ id: 5n, name: 'y' }), { id: 5n, name: 'y' });
+        const next = await store.plants.insert({ name: 'y' });
+        assert.ok(next.id > assigned.id && next.id < INT64_MAX, `${next.id}`);
       });
 
       it('keeps the int64 extremes exact', async (t) => {

@@ -72,3 +72,54 @@ test('recording "last used" never holds up authentication', async (t) => {
   ]);
   assert.equal((answer as { id?: number }).id, record.id);
 });
+
+test('a stale token is re-checked with one query, and stays known meanwhile', async (t) => {
+  const store = openSqliteStore({ file: join(makeTempDir(t), 'tokens.db') });
+  t.after(() => store.close());
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  let queries = 0;
+  let release = () => {};
+  let held = false;
+  const counting = {
+    ...store.tokens,
+    findByHash: async (hash: string) => {
+      queries += 1;
+      if (held) await new Promise<void>((resolve) => (release = resolve));
+      return store.tokens.findByHash(hash);
+    },
+  };
+  const tokens = new TokenService(counting, () => new Date(now));
+  const { token, record } = await tokens.create({ name: 'x', scopes: [], expiresInMs: null });
+  assert.equal((await tokens.authenticate(token))?.id, record.id);
+  now += TOKEN_CACHE_TTL_MS;
+  held = true;
+  const answers = Array.from({ length: 10 }, () => Promise.resolve(tokens.authenticate(token)));
+  assert.equal(tokens.knownValid(token), true, 'known while its re-check runs');
+  release();
+  for (const answer of await Promise.all(answers)) assert.equal(answer?.id, record.id);
+  assert.equal(queries, 2, 'the first use, then one re-check for ten requests');
+});
+
+test('a lookup that raced a revocation through the service is not cached', async (t) => {
+  const store = openSqliteStore({ file: join(makeTempDir(t), 'tokens.db') });
+  t.after(() => store.close());
+  let release = () => {};
+  let held = false;
+  const slow = {
+    ...store.tokens,
+    findByHash: async (hash: string) => {
+      const record = await store.tokens.findByHash(hash);
+      if (held) await new Promise<void>((resolve) => (release = resolve));
+      return record;
+    },
+  };
+  const tokens = new TokenService(slow);
+  const { token, record } = await tokens.create({ name: 'x', scopes: [], expiresInMs: null });
+  held = true;
+  const first = Promise.resolve(tokens.authenticate(token));
+  await tokens.revoke(record.id);
+  release();
+  held = false;
+  await first;
+  assert.equal(await tokens.authenticate(token), undefined, 'revoked from the next request');
+});

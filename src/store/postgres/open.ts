@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { parseIntoClientConfig } from 'pg-connection-string';
 import { type Log, silentLog } from '../../core/log.js';
+import { type Metrics, noMetrics } from '../../core/metrics.js';
 import { loadMigrations } from '../migrations.js';
 import type { Durability, Store } from '../store.js';
 import { postgresAudit } from './audit.js';
@@ -11,6 +12,9 @@ import { poolQuery } from './query.js';
 import { postgresRateLimits } from './rate-limits.js';
 import { CONNECT_TIMEOUT_MS, DEFAULT_POOL_SIZE, STATEMENT_TIMEOUT_MS } from './timeouts.js';
 import { postgresTokens } from './tokens.js';
+import { MessageSignal } from '../webhook-rows.js';
+import { postgresWebhookQueue } from './webhook-queue.js';
+import { postgresWebhooks } from './webhooks.js';
 
 export interface PostgresOptions {
   /** A `postgres://` or `postgresql://` connection URL. */
@@ -56,21 +60,32 @@ export function connectionConfig(url: string, durability: Durability): pg.Client
 export async function openPostgresStore(
   { url, durability = 'power', poolSize = DEFAULT_POOL_SIZE }: PostgresOptions,
   log: Log = silentLog,
+  metrics: Metrics = noMetrics,
 ): Promise<Store> {
   const migration = await migratePostgres(url, loadMigrations('postgres'), log);
   const pool = createPool(url, durability, poolSize, log);
-  const query = poolQuery(pool);
+  const query = poolQuery(pool, metrics);
   let closed = false;
+  const signal = new MessageSignal(log);
+  const wake = () => signal.fire();
   return {
-    plants: postgresPlants(query),
+    plants: postgresPlants(query, wake),
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
+    webhooks: postgresWebhooks(query, wake),
+    webhookQueue: postgresWebhookQueue(query, signal),
     rateLimits: postgresRateLimits(query),
     migration,
     async ping() {
       await query('ping', 'SELECT 1', []);
     },
+    connections: () => ({
+      open: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+      max: poolSize,
+    }),
     async close() {
       if (closed) return;
       closed = true;

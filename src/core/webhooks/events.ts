@@ -1,0 +1,27 @@
+import type { Plant } from '../plant.js';
+
+/** The kinds of message an endpoint can subscribe to, one per kind of plant change. */
+export const WEBHOOK_EVENTS = ['plant.created', 'plant.updated', 'plant.deleted'] as const;
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+
+/** What a subscription gets when it names no events: the sample's one webhook. */
+export const DEFAULT_WEBHOOK_EVENTS: readonly WebhookEvent[] = ['plant.created'];
+
+export function isWebhookEvent(value: string): value is WebhookEvent {
+  return (WEBHOOK_EVENTS as readonly string[]).includes(value);
+}
+
+/** Where a message stands: still to be sent (again), received, or given up on. */
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/**
+ * The body of every message: the plant itself, as the sample's `/plant/webhook` sends it
+ * (no envelope, `tag` absent when none). Written here rather than with JSON.stringify so
+ * that the id stays an exact JSON integer at any int64 value.
+ */
+export function plantPayload(plant: Plant): string {
+  const name = JSON.stringify(plant.name);
+  const tag = plant.tag === undefined ? '' : `,"tag":${JSON.stringify(plant.tag)}`;
+  return `{"id":${plant.id.toString()},"name":${name}${tag}}`;
+}
