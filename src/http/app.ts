@@ -68,7 +68,10 @@ export interface AppOptions extends AppServices {
    * client address; false (the default) takes the address of the connection.
    */
   trustProxy?: string | false;
-  /** The clock of the rate limits, in Unix milliseconds (tests). */
+  /**
+   * The clock of the rate limits, in Unix milliseconds (tests); cli/compose.ts gives it to
+   * the token checks too.
+   */
   now?: () => number;
   /** Where requests and rate-limit refusals are counted; nothing is measured by default. */
   metrics?: Metrics;

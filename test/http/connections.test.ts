@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -38,6 +39,9 @@ function health(socket: Socket): Promise<string> {
 test('connections beyond --max-connections are closed at once; the others are served', async (t) => {
   const store = openSqliteStore({ file: join(makeTempDir(t), 'c.db') });
   const app = composeApp({ store, maxConnections: 2 });
+  // The server's end of each connection it accepts (those beyond the cap it drops unseen).
+  const accepted: Socket[] = [];
+  app.server.on('connection', (socket: Socket) => accepted.push(socket));
   await app.listen({ port: 0, host: '127.0.0.1' });
   t.after(async () => {
     await app.close();
@@ -54,8 +58,11 @@ test('connections beyond --max-connections are closed at once; the others are se
   assert.equal(await health(second), 'HTTP/1.1 200 OK');
   const third = await open(port);
   assert.equal(await health(third), 'closed');
+  assert.equal(accepted.length, 2);
+  // The slot is free once the server's end of the first connection has closed.
+  const freed = once(accepted[0]!, 'close');
   first.destroy();
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await freed;
   const fourth = await open(port);
   t.after(() => fourth.destroy());
   assert.equal(await health(fourth), 'HTTP/1.1 200 OK', 'a slot freed up');

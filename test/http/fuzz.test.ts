@@ -3,6 +3,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import fc from 'fast-check';
 import type { InjectOptions } from 'fastify';
+import { TokenService } from '../../src/service/token-service.js';
 import { body, setup, type TestApp } from '../helpers/setup.js';
 
 // An HTTP fuzzer over every operation: random methods, paths, query strings, headers and
@@ -14,6 +15,8 @@ import { body, setup, type TestApp } from '../helpers/setup.js';
 //   - a 405 names the methods that are allowed, and not the one refused;
 //   - GET /healthz still answers 200 afterwards (and the listener is still up).
 // Requests `call()` can check are also validated against the served OpenAPI document.
+// And of the traffic as a whole: each plant operation both succeeded (2xx) and was refused
+// (4xx), so generators that stopped producing valid (or invalid) requests do not pass.
 //
 // Bounded and deterministic: a fixed seed and a fixed number of runs. To reproduce or
 // explore, set FUZZ_SEED (an integer) and/or FUZZ_RUNS (runs of the inject fuzzer; the raw
@@ -118,6 +121,50 @@ function checkAnswer(method: string, status: number, header: HeaderGetter, text:
   assert.ok(error >= INT32_MIN && error <= INT32_MAX, `error is not an int32: ${what}`);
   assert.equal(Math.trunc(Number(error) / 100), status, `error code vs status: ${what}`);
   assert.ok(typeof message === 'string' && message.length > 0, `message: ${what}`);
+}
+
+// ------------------------------------------------------------------ what the traffic did
+
+/** The plant operations, each of which the traffic must both succeed and be refused on. */
+const OPERATIONS = [
+  'GET /plants',
+  'POST /plants',
+  'GET /plants/{id}',
+  'PATCH /plants/{id}',
+  'DELETE /plants/{id}',
+] as const;
+
+/**
+ * Answers per plant operation, 2xx and 4xx apart: a generator that stopped producing
+ * valid requests (or invalid ones) would still pass "no 5xx", and test little.
+ */
+class Tally {
+  private readonly counts = new Map<string, { succeeded: number; refused: number }>(
+    OPERATIONS.map((operation) => [operation, { succeeded: 0, refused: 0 }]),
+  );
+
+  /** Counts an answer to `method` on `target` (path and query), if it is a plant operation. */
+  add(method: string, target: string, status: number): void {
+    const path = target.split(/[?#]/, 1)[0]!;
+    const route =
+      path === '/plants' ? '/plants' : /^\/plants\/[^/]+$/.test(path) ? '/plants/{id}' : '';
+    const count = this.counts.get(`${method} ${route}`);
+    if (count === undefined) return;
+    if (status >= 200 && status < 300) count.succeeded += 1;
+    else if (status >= 400 && status < 500) count.refused += 1;
+  }
+
+  toString(): string {
+    return [...this.counts].map(([op, c]) => `${op} ${c.succeeded}/${c.refused}`).join(', ');
+  }
+
+  /** Asserts that every operation was both answered with a 2xx and refused with a 4xx. */
+  assertBoth(name: string): void {
+    for (const [operation, { succeeded, refused }] of this.counts) {
+      assert.ok(succeeded > 0, `${name}: no ${operation} succeeded (2xx/4xx: ${this})`);
+      assert.ok(refused > 0, `${name}: no ${operation} was refused (2xx/4xx: ${this})`);
+    }
+  }
 }
 
 // ------------------------------------------------------------------ generators: pieces
@@ -428,6 +475,7 @@ const extraHeaders: fc.Arbitrary<[string, string][]> = fc.array(
 // ------------------------------------------------------------------ generators: bodies
 
 const quoted = (text: string) => JSON.stringify(text);
+const quotedPlant = (name: string) => `{"name":${quoted(name)}}`;
 
 const plantName: fc.Arbitrary<string> = fc.oneof(
   { weight: 4, arbitrary: fc.string({ minLength: 1, maxLength: 100 }) },
@@ -653,6 +701,11 @@ const mostlyValidAuth = fc.oneof(
   { weight: 1, arbitrary: authorization },
 );
 const noExtra: [string, string][] = [];
+/** Mostly the id of a plant that exists, so that reads, updates and deletes succeed too. */
+const focusedId = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom(...SEED_IDS).map(String) },
+  { weight: 1, arbitrary: idSegment },
+);
 
 /** One operation at a time, mostly well-formed, so the later checks are reached too. */
 const focusedRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
@@ -674,7 +727,7 @@ const focusedRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
   fc
     .tuple(
       fc.constantFrom('GET', 'DELETE'),
-      idSegment,
+      focusedId,
       mostlyEmpty(queryString, ''),
       mostlyValidAuth,
       mostlyEmpty(payload, undefined),
@@ -684,7 +737,7 @@ const focusedRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
     ),
   fc
     .tuple(
-      idSegment,
+      focusedId,
       mostlyEmpty(queryString, ''),
       mostlyValidAuth,
       fc.oneof(
@@ -712,9 +765,31 @@ const focusedRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
     ),
 );
 
+/** A name any plant may have: letters and spaces, not blank. */
+const plainName = fc
+  .string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz ABC-'), maxLength: 30 })
+  .map((text) => `p${text}`);
+const seedId = fc.constantFrom(...SEED_IDS).map(String);
+const asked = (method: string, url: string, type?: string, sent?: string) =>
+  request(method, url, 'Bearer {TOKEN}', type, noExtra, sent);
+
+/** Plain valid calls of each plant operation: the traffic must succeed, not only be refused. */
+const validRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
+  fc.constant(asked('GET', '/plants')),
+  plainName.map((name) => asked('POST', '/plants', 'application/json', quotedPlant(name))),
+  seedId.map((id) => asked('GET', `/plants/${id}`)),
+  fc
+    .tuple(seedId, plainName)
+    .map(([id, name]) =>
+      asked('PATCH', `/plants/${id}`, 'application/merge-patch+json', quotedPlant(name)),
+    ),
+  seedId.map((id) => asked('DELETE', `/plants/${id}`)),
+);
+
 const injectRequest = fc.oneof(
   { weight: 3, arbitrary: focusedRequest },
   { weight: 2, arbitrary: wildRequest },
+  { weight: 1, arbitrary: validRequest },
 );
 
 function preview(sent: string | Buffer | undefined): string {
@@ -745,8 +820,15 @@ const withTokens = (text: string, tokens: Tokens): string =>
   );
 
 async function makeTokens(ctx: TestApp): Promise<Tokens> {
-  const expired = await ctx.newToken(['plants:read', 'plants:write'], 1);
-  await new Promise((resolve) => setTimeout(resolve, 5));
+  // Issued an hour ago for a minute: expired, without waiting for it to expire.
+  const anHourAgo = new TokenService(ctx.store.tokens, () => new Date(Date.now() - 3_600_000));
+  const expired = (
+    await anHourAgo.create({
+      name: 'expired',
+      scopes: ['plants:read', 'plants:write'],
+      expiresInMs: 60_000,
+    })
+  ).token;
   return {
     TOKEN: ctx.token,
     READ_TOKEN: await ctx.newToken(['plants:read']),
@@ -789,6 +871,7 @@ async function healthy(ctx: TestApp): Promise<void> {
 test('inject fuzzer: no 5xx, every 4xx an Error body, /healthz stays 200', async (t) => {
   const ctx = await setup(t);
   const tokens = await makeTokens(ctx);
+  const tally = new Tally();
   let viaCall = 0;
   await fuzz(
     t,
@@ -814,11 +897,14 @@ test('inject fuzzer: no 5xx, every 4xx an Error body, /healthz stays 200', async
         return value === undefined ? undefined : String(value);
       };
       checkAnswer(req.method, res.statusCode, header, res.body);
+      tally.add(req.method.toUpperCase(), req.url, res.statusCode);
       await healthy(ctx);
     },
     renderRequest,
   );
   t.diagnostic(`inject fuzzer: ${viaCall} request(s) also checked against the OpenAPI document`);
+  t.diagnostic(`inject fuzzer, 2xx/4xx per operation: ${tally}`);
+  tally.assertBoth('inject fuzzer');
 });
 
 // ------------------------------------------------------------------ raw requests
@@ -1005,7 +1091,7 @@ interface RawRequest {
   body: string;
 }
 
-const rawRequest: fc.Arbitrary<RawRequest> = fc.record({
+const anyRawRequest: fc.Arbitrary<RawRequest> = fc.record({
   line: requestLine,
   host: fc.oneof(
     { weight: 9, arbitrary: fc.constant(true) },
@@ -1018,6 +1104,32 @@ const rawRequest: fc.Arbitrary<RawRequest> = fc.record({
   ),
   body: rawBody,
 });
+
+/** A focused request as bytes: well-formed HTTP/1.1, so the raw traffic succeeds too. */
+function rawOf(req: FuzzRequest): RawRequest {
+  const { payload: sent } = req;
+  return {
+    line: `${req.method} ${utf8Bytes(req.url)} HTTP/1.1`,
+    host: true,
+    headers: [
+      ...req.headers.map(([name, value]) => `${name}: ${value}`),
+      ...(sent === undefined ? [] : ['Content-Length: {LEN}']),
+    ],
+    eol: '\r\n',
+    body:
+      sent === undefined
+        ? ''
+        : typeof sent === 'string'
+          ? utf8Bytes(sent)
+          : sent.toString('latin1'),
+  };
+}
+
+const rawRequest: fc.Arbitrary<RawRequest> = fc.oneof(
+  { weight: 2, arbitrary: anyRawRequest },
+  { weight: 1, arbitrary: focusedRequest.map(rawOf) },
+  { weight: 1, arbitrary: validRequest.map(rawOf) },
+);
 
 function rawBytes(req: RawRequest, tokens: Tokens): Buffer {
   const length = Buffer.byteLength(req.body, 'latin1');
@@ -1163,6 +1275,7 @@ test('raw HTTP fuzzer: no 5xx, every 4xx an Error body, the server stays up', as
   const tokens = await makeTokens(ctx);
   await ctx.app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = ctx.app.server.address() as AddressInfo;
+  const tally = new Tally();
   let answered = 0;
   await fuzz(
     t,
@@ -1178,6 +1291,9 @@ test('raw HTTP fuzzer: no 5xx, every 4xx an Error body, the server stays up', as
       // request (only empty lines) or a complete one that the server closed after.
       assert.ok(answers.length > 0, 'no answer');
       answered += answers.length;
+      // The first answer is to the fuzzed request, unless its bytes held none.
+      const [, target = ''] = req.line.split(/[ \t]+/);
+      tally.add(method, target, answers[0]!.status);
       for (const answer of answers) {
         // Only the first answer can be to a HEAD (see parseAnswers); the bytes after the
         // fuzzed request (its surplus body, the sentinel) never start with HEAD.
@@ -1192,4 +1308,6 @@ test('raw HTTP fuzzer: no 5xx, every 4xx an Error body, the server stays up', as
     renderRaw,
   );
   t.diagnostic(`raw HTTP fuzzer: ${answered} answer(s) checked`);
+  t.diagnostic(`raw HTTP fuzzer, 2xx/4xx per operation: ${tally}`);
+  tally.assertBoth('raw HTTP fuzzer');
 });

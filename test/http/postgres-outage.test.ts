@@ -41,6 +41,8 @@ interface Harness {
   call(call: Call): Promise<Timed>;
   /** uncaughtException and unhandledRejection seen while the test ran. */
   crashes: unknown[];
+  /** Calls the app has made to the store so far (each one a wait on the database). */
+  storeCalls(): number;
 }
 
 interface Call {
@@ -66,6 +68,7 @@ async function harness(t: TestContext): Promise<Harness> {
   );
 
   const store = await openPostgresStore({ url });
+  const storeCalls = countCalls(store);
   const app = composeApp({ store });
   t.after(async () => {
     await app.close();
@@ -112,7 +115,34 @@ async function harness(t: TestContext): Promise<Harness> {
   const read = await call({ method: 'GET', url: `/plants/${plantId}`, token });
   assert.equal(read.res.statusCode, 200, read.res.body);
 
-  return { app, store, proxy, token, newToken, plantId, call, crashes };
+  return { app, store, proxy, token, newToken, plantId, call, crashes, storeCalls };
+}
+
+/** Counts the calls made from now on to the store methods a request waits on. */
+function countCalls(store: Store): () => number {
+  let calls = 0;
+  const count = <T extends object>(target: T, names: (keyof T)[]) => {
+    for (const name of names) {
+      const method = target[name] as (...args: unknown[]) => unknown;
+      target[name] = ((...args: unknown[]) => {
+        calls += 1;
+        return method.apply(target, args);
+      }) as T[keyof T];
+    }
+  };
+  count(store.plants, ['get', 'list', 'insert', 'update', 'delete']);
+  count(store.tokens, ['findByHash']);
+  count(store, ['ping']);
+  return () => calls;
+}
+
+/** Resolves once `condition` holds, checking on every turn of the event loop. */
+async function until(condition: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
 }
 
 /** A 503 with the catalogue's body and Retry-After, answered within `boundMs`. */
@@ -233,8 +263,12 @@ if (POSTGRES_SKIP) {
         const fresh3 = await h.newToken();
         h.proxy.blackhole();
         const started = performance.now();
+        const callsBefore = h.storeCalls();
         const inFlight = outageRequests(h, fresh3);
-        await sleep(300);
+        // All six wait on the database once the store has been asked four things: the plant
+        // (the cached token's read), the insert, the new token (one lookup, however many
+        // requests bring it) and the readiness ping.
+        await until(() => h.storeCalls() >= callsBefore + 4, 'the four store calls of the six');
         await h.proxy.cut();
         const cutAt = performance.now() - started;
         const cutInFlight = await inFlight;
@@ -242,6 +276,8 @@ if (POSTGRES_SKIP) {
         for (const result of cutInFlight) assertUnavailable(result, cutAt + 1_000);
         await h.proxy.restore();
         await assertRecovered(h, 'cut in flight');
+        // A moment for late failures of the reset connections to surface: nothing marks
+        // that there will be none, so this waits rather than orders.
         await sleep(200);
         assert.deepEqual(h.crashes, []);
       },
@@ -294,7 +330,8 @@ if (POSTGRES_SKIP) {
 
         await h.proxy.restore();
         await assertRecovered(h, 'blackhole');
-        // The held bytes (late answers to abandoned queries) arrive after the restore.
+        // The held bytes (late answers to abandoned queries) arrive after the restore; a
+        // moment for a failure they cause to surface (nothing marks that none will).
         await sleep(200);
         assert.deepEqual(h.crashes, []);
       },

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
-import { cleanEnv, ROOT, type Server, sleep, startServer } from '../helpers/server-process.js';
+import { cleanEnv, ROOT, type Server, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // Crash consistency of the SQLite store with the default durability ("power"): a real server
@@ -15,7 +15,7 @@ import { makeTempDir } from '../helpers/setup.js';
 // writes in flight at the kill may have gone either way; nothing else may exist.
 //
 // The run is driven by a seeded PRNG (printed; CRASH_SEED=<n> replays the same choices and
-// kill delays, though not the same interleaving).
+// kill points, though not the same interleaving).
 
 const MIN = -(2n ** 63n);
 const MAX = 2n ** 63n - 1n;
@@ -164,7 +164,8 @@ function restOf(name: string, tag: string | undefined): string {
 }
 
 /**
- * Concurrent creates and deletes until the server is killed with SIGKILL after `delayMs`.
+ * Concurrent creates and deletes until the server is killed with SIGKILL, once `killAfter`
+ * writes have been answered (more are in flight then).
  * Answered writes are applied to the model as certain; the others are returned as maybes.
  */
 async function writeRound(
@@ -173,7 +174,7 @@ async function writeRound(
   model: Model,
   rng: () => number,
   round: number,
-  delayMs: number,
+  killAfter: number,
   sendMax: boolean,
 ): Promise<RoundOutcome> {
   const out: RoundOutcome = {
@@ -185,7 +186,13 @@ async function writeRound(
   };
   const deletable = [...model.present.keys()];
   let killed = false;
-  const started = Date.now();
+  let answered = 0;
+  let reachKillPoint!: () => void;
+  const killPointReached = new Promise<void>((resolve) => (reachKillPoint = resolve));
+  const countAnswer = () => {
+    answered += 1;
+    if (answered >= killAfter) reachKillPoint();
+  };
   const pick = <T>(items: readonly T[]): T => items[Math.floor(rng() * items.length)]!;
   const anomaly = (what: string, answer?: Answer) =>
     out.anomalies.push(
@@ -218,6 +225,7 @@ async function writeRound(
       else out.maybeCreated.set(id, body);
       return;
     }
+    countAnswer();
     if (id !== undefined) model.pendingExplicit.delete(id);
     if (answer.status === 201) {
       const got = PLANT_RE.exec(answer.text);
@@ -259,6 +267,7 @@ async function writeRound(
       }
       return;
     }
+    countAnswer();
     if (answer.status === 204 && answer.text === '') {
       // Unless a create of the same id was answered first (it committed after this delete).
       if (model.present.get(id) === body) {
@@ -277,7 +286,7 @@ async function writeRound(
       const name = `r${round} w${w} n${n} é`;
       const tag = rng() < 0.3 ? undefined : pick(TAGS);
       const dice = rng();
-      if (sendMax && !model.maxSent && Date.now() - started >= delayMs * 0.7) {
+      if (sendMax && !model.maxSent && answered >= killAfter * 0.7) {
         model.maxSent = true;
         await create(String(MAX), name, tag);
       } else if (dice < 0.25 && deletable.length > 0) {
@@ -305,7 +314,8 @@ async function writeRound(
   };
 
   const workers = Array.from({ length: WORKERS }, (_, w) => worker(w));
-  await sleep(delayMs);
+  // Unless the server dies first: then the exit status below says how.
+  await Promise.race([killPointReached, server.exited]);
   killed = true;
   server.child.kill('SIGKILL');
   await Promise.all(workers);
@@ -460,7 +470,7 @@ test('SIGKILL during concurrent writes (SQLite, durability power): answered writ
   t.diagnostic(`seed ${seed} (replay the choices with CRASH_SEED=${seed})`);
   const rng = prng(seed);
   // Drawn first, so the kill schedule replays exactly whatever the workers draw later.
-  const delays = Array.from({ length: ROUNDS }, () => 300 + Math.floor(rng() * 500));
+  const killPoints = Array.from({ length: ROUNDS }, () => 50 + Math.floor(rng() * 200));
   const db = join(makeTempDir(t), 'crash.db');
   const token = await createToken(db);
   let server = await startServer(t, ['--db', db]);
@@ -492,9 +502,11 @@ test('SIGKILL during concurrent writes (SQLite, durability power): answered writ
 
   const problems: string[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
-    const delayMs = delays[round - 1]!;
-    const outcome = await writeRound(server, token, model, rng, round, delayMs, round === ROUNDS);
-    t.diagnostic(`round ${round}: killed after ${delayMs} ms; ${JSON.stringify(outcome.stats)}`);
+    const killAfter = killPoints[round - 1]!;
+    const outcome = await writeRound(server, token, model, rng, round, killAfter, round === ROUNDS);
+    t.diagnostic(
+      `round ${round}: killed after ${killAfter} answers; ${JSON.stringify(outcome.stats)}`,
+    );
     problems.push(...outcome.anomalies);
     assert.ok(outcome.stats.inFlight > 0, `round ${round}: the kill caught no request in flight`);
     server = await startServer(t, ['--db', db]);

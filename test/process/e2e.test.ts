@@ -1,10 +1,18 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { cleanEnv, ROOT, type Server, sleep, startServer } from '../helpers/server-process.js';
+import {
+  cleanEnv,
+  ROOT,
+  type Server,
+  sleep,
+  startServer,
+  stoppedListening,
+} from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // The built service as a real process, over real HTTP.
@@ -100,7 +108,8 @@ test('SIGTERM lets a request in flight finish before exiting 0', async (t) => {
   const token = await createToken(db);
   const server = await startServer(t, ['--db', db]);
   const body = `{"id":${MAX},"name":"Late"}`;
-  // Send the headers and half the body, stop the server, then send the rest.
+  // Send the headers and half the body, stop the server, then send the rest. The server
+  // answers 100 Continue once it has authenticated the request: it is in flight then.
   const req = request(`${server.url}/plants`, {
     method: 'POST',
     agent: false,
@@ -109,8 +118,10 @@ test('SIGTERM lets a request in flight finish before exiting 0', async (t) => {
       'content-type': 'application/json',
       'content-length': String(Buffer.byteLength(body)),
       connection: 'close',
+      expect: '100-continue',
     },
   });
+  const continued = once(req, 'continue');
   const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
     req.on('error', reject);
     req.on('response', (res) => {
@@ -123,11 +134,11 @@ test('SIGTERM lets a request in flight finish before exiting 0', async (t) => {
     });
   });
   req.flushHeaders();
+  await continued;
   req.write(body.slice(0, 10));
-  await new Promise((resolve) => setTimeout(resolve, 300));
   server.child.kill('SIGTERM');
   await server.waitForLog((line) => line.msg === 'shutting down');
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await stoppedListening(server);
   req.end(body.slice(10));
   const res = await answered;
   assert.equal(res.status, 201, res.text);

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { request } from 'node:http';
-import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { TOKEN_CACHE_TTL_MS } from '../../src/service/token-service.js';
-import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { type Backend, BACKENDS } from '../helpers/backends.js';
 import {
   cli,
   LISTENING,
@@ -13,32 +12,11 @@ import {
   sleep,
   startServer,
 } from '../helpers/server-process.js';
-import { makeTempDir } from '../helpers/setup.js';
 
 // Several server processes on one database, on SQLite and on PostgreSQL alike: races
 // between processes, `serve --workers`, and revocations made by the CLI meanwhile.
 
 const CONCURRENT = 64;
-
-interface Backend {
-  name: string;
-  skip: string | false;
-  /** A new, empty database for one test: the CLI arguments that name it. */
-  open(t: TestContext): Promise<string[]>;
-}
-
-const BACKENDS: Backend[] = [
-  {
-    name: 'SQLite',
-    skip: false,
-    open: async (t) => ['--db', join(makeTempDir(t), 'scale.db')],
-  },
-  {
-    name: 'PostgreSQL',
-    skip: POSTGRES_SKIP,
-    open: async (t) => ['--database-url', await freshDatabase(t)],
-  },
-];
 
 /** A new token with both scopes (printed alone on stdout by `token create`). */
 async function createToken(db: string[], name: string): Promise<string> {
@@ -141,7 +119,7 @@ function assertError(answer: Answer, status: number, code: number): void {
 
 /** Two servers on one database, and a token both accept (and have cached). */
 async function twoServers(t: TestContext, backend: Backend) {
-  const db = await backend.open(t);
+  const db = (await backend.fresh(t)).args;
   const token = await createToken(db, 'scale');
   const servers = await Promise.all([startServer(t, db), startServer(t, db)]);
   assert.notEqual(servers[0].url, servers[1].url);
@@ -310,7 +288,7 @@ for (const backend of BACKENDS) {
     `${backend.name}: serve --workers 2 runs two worker processes that share the port and stop with the primary on SIGTERM`,
     { skip },
     async (t) => {
-      const db = await backend.open(t);
+      const db = (await backend.fresh(t)).args;
       const token = await createToken(db, 'workers');
       const workerPids: number[] = [];
       const primary = await startServer(t, [...db, '--workers', '2'], workerPids);
@@ -396,7 +374,7 @@ for (const backend of BACKENDS) {
     `${backend.name}: a token revoked through the CLI is refused by a running server within TOKEN_CACHE_TTL_MS + 1 s`,
     { skip },
     async (t) => {
-      const db = await backend.open(t);
+      const db = (await backend.fresh(t)).args;
       const tokens = {
         revoked: await createToken(db, 'to-revoke'),
         kept: await createToken(db, 'to-keep'),
