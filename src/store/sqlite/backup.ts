@@ -32,21 +32,12 @@ export async function backupSqlite(source: string, destination: string): Promise
   if (existsSync(destination)) {
     throw new BackupError(`${destination} exists already: name a new file for the backup`);
   }
-  const partial = `${destination}.partial-${process.pid}`;
-  createPrivately(partial);
-  const db = new Database(source, { fileMustExist: true });
-  try {
-    const { totalPages } = await db.backup(partial, { progress: () => ALL_PAGES });
+  let version = 0;
+  const pages = await copyThenPublish(source, destination, { readonly: false }, (partial) => {
     selfContained(partial);
-    const version = check(partial, 'quick_check');
-    publish(partial, destination);
-    return { pages: totalPages, version };
-  } catch (error) {
-    rmSync(partial, { force: true });
-    throw error;
-  } finally {
-    db.close();
-  }
+    version = check(partial, 'quick_check');
+  });
+  return { pages, version };
 }
 
 /**
@@ -58,15 +49,31 @@ export async function restoreSqlite(from: string, target: string): Promise<Backu
   mustExist(from);
   const version = check(from, 'integrity_check');
   if (existsSync(target)) releaseUnused(target);
-  const partial = `${target}.partial-${process.pid}`;
-  createPrivately(partial);
-  const db = new Database(from, { readonly: true, fileMustExist: true });
-  try {
-    const { totalPages } = await db.backup(partial, { progress: () => ALL_PAGES });
+  const pages = await copyThenPublish(from, target, { readonly: true }, () => {
     // The old database's WAL must not outlive it: SQLite would replay it into the new file.
     if (existsSync(`${target}-wal`)) throw inUse(target);
-    publish(partial, target);
-    return { pages: totalPages, version };
+  });
+  return { pages, version };
+}
+
+/**
+ * Copies `source` into a private file beside `name` with the backup API, runs `vet` on the
+ * copy, and only then gives it `name`; a copy that fails on the way is removed.
+ */
+async function copyThenPublish(
+  source: string,
+  name: string,
+  { readonly }: { readonly: boolean },
+  vet: (partial: string) => void,
+): Promise<number> {
+  const partial = `${name}.partial-${process.pid}`;
+  createPrivately(partial);
+  const db = new Database(source, { readonly, fileMustExist: true });
+  try {
+    const { totalPages } = await db.backup(partial, { progress: () => ALL_PAGES });
+    vet(partial);
+    publish(partial, name);
+    return totalPages;
   } catch (error) {
     rmSync(partial, { force: true });
     throw error;
