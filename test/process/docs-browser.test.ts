@@ -41,6 +41,18 @@ async function openDocs(t: TestContext) {
   return { page, token: served.token, elsewhere, failures };
 }
 
+/** Authorizes with `token`, opens POST /plants and presses "Try it out"; the operation's block. */
+async function tryCreate(page: Page, token: string) {
+  await page.locator('button.authorize').click();
+  await page.locator('.modal-ux input[type=text], .modal-ux input[type=password]').fill(token);
+  await page.locator('.modal-ux button.authorize').click();
+  await page.locator('.modal-ux button.btn-done').click();
+  const create = page.locator('.opblock-post', { hasText: '/plants' }).first();
+  await create.locator('.opblock-summary').click();
+  await create.locator('button.try-out__btn').click();
+  return create;
+}
+
 async function screenshot(t: TestContext, page: Page, name: string) {
   mkdirSync(ARTIFACTS, { recursive: true });
   const path = join(ARTIFACTS, name);
@@ -80,14 +92,7 @@ test(
 
 test('a plant created through /docs shows its id digit for digit', { skip }, async (t) => {
   const { page, token, failures } = await openDocs(t);
-  await page.locator('button.authorize').click();
-  await page.locator('.modal-ux input[type=text], .modal-ux input[type=password]').fill(token);
-  await page.locator('.modal-ux button.authorize').click();
-  await page.locator('.modal-ux button.btn-done').click();
-
-  const create = page.locator('.opblock-post', { hasText: '/plants' }).first();
-  await create.locator('.opblock-summary').click();
-  await create.locator('button.try-out__btn').click();
+  const create = await tryCreate(page, token);
   // 2^53 + 1: the first integer a JavaScript number cannot hold.
   await create
     .locator('textarea.body-param__text')
@@ -112,14 +117,7 @@ test(
   { skip },
   async (t) => {
     const { page, token, failures } = await openDocs(t);
-    await page.locator('button.authorize').click();
-    await page.locator('.modal-ux input[type=text], .modal-ux input[type=password]').fill(token);
-    await page.locator('.modal-ux button.authorize').click();
-    await page.locator('.modal-ux button.btn-done').click();
-
-    const create = page.locator('.opblock-post', { hasText: '/plants' }).first();
-    await create.locator('.opblock-summary').click();
-    await create.locator('button.try-out__btn').click();
+    const create = await tryCreate(page, token);
     const offered = await create.locator('textarea.body-param__text').inputValue();
     assert.deepEqual(JSON.parse(offered), { name: 'Fern', tag: 'shade' });
     await create.locator('button.execute').click();
