@@ -16,7 +16,11 @@ import {
   preflightOperation,
 } from './openapi-preflight.js';
 import { operations } from './operations.js';
-import { components } from './schemas.js';
+import { components as plantComponents } from './schemas.js';
+import { webhookComponents } from './webhook-schemas.js';
+import { webhookMessages } from './openapi-webhooks.js';
+
+const components: Record<string, TSchema> = { ...plantComponents, ...webhookComponents };
 
 type Json = Record<string, unknown>;
 
@@ -196,6 +200,11 @@ export function buildOpenApiDocument(): Json {
     security: [{ bearerAuth: [] }],
     tags: [
       { name: 'plants', description: 'The plants of the store.' },
+      {
+        name: 'webhooks',
+        description:
+          'Endpoints that receive plant changes as signed HTTP messages, and their deliveries.',
+      },
       { name: 'operations', description: 'Health, readiness and this document; no token needed.' },
       {
         name: 'cors',
@@ -203,6 +212,7 @@ export function buildOpenApiDocument(): Json {
       },
     ],
     paths,
+    webhooks: webhookMessages(),
     components: {
       securitySchemes: {
         bearerAuth: {

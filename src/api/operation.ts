@@ -29,7 +29,7 @@ export interface OperationSpec<
   path: string;
   summary: string;
   description: string;
-  tag: 'plants' | 'operations';
+  tag: 'plants' | 'webhooks' | 'operations';
   /** Scope a bearer token needs; null for an operation open to all. */
   scope: Scope | null;
   params?: P;

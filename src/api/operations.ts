@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { OperationSpec } from './operation.js';
+import { webhookOperations } from './webhook-operations.js';
 import {
   Health,
   ListQuery,
@@ -203,6 +204,7 @@ export const operations: readonly OperationSpec[] = [
   getPlant,
   updatePlant,
   deletePlant,
+  ...webhookOperations,
   getHealth,
   getReadiness,
   getOpenApi,

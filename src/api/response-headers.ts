@@ -11,7 +11,7 @@ export interface HeaderSpec {
 
 export const RESPONSE_HEADERS = {
   Location: {
-    description: 'Path of the plant created, e.g. /plants/42.',
+    description: 'Path of what was created, e.g. /plants/42 or /webhooks/7.',
     required: true,
     schema: { type: 'string', format: 'uri-reference' },
   },
@@ -24,7 +24,7 @@ export const RESPONSE_HEADERS = {
   },
   Link: {
     description:
-      'RFC 8288 link to the next page, `</plants?limit=...&after=...>; rel="next"`; ' +
+      'RFC 8288 link to the next page, such as `</plants?limit=...&after=...>; rel="next"`; ' +
       'absent on the last page.',
     schema: { type: 'string' },
   },

@@ -6,11 +6,20 @@ import { PlantService } from '../service/plant-service.js';
 import { rateLimitCounts, RateLimitSync } from '../service/rate-limit-sync.js';
 import { TokenService } from '../service/token-service.js';
 import type { Store } from '../store/store.js';
+import { AddressPolicy } from '../core/webhooks/address-policy.js';
+import type { DestinationCheck } from '../core/webhooks/delivery.js';
+import { destinationCheck, systemResolve } from '../outbound/destination.js';
+import { WebhookService } from '../service/webhook-service.js';
 
 export interface ComposeOptions extends Omit<AppOptions, keyof AppServices> {
   store: Store;
   /** Defaults to DEFAULT_RATE_LIMITS. */
   rateLimits?: RateLimitOptions;
+  /**
+   * Which webhook URLs may be subscribed; defaults to public addresses only (the networks
+   * of --webhook-allow-networks are added by the caller).
+   */
+  webhookDestinations?: DestinationCheck;
 }
 
 /**
@@ -33,6 +42,7 @@ export function laterLog(current: () => Log | undefined): Log {
 export function composeApp({
   store,
   rateLimits = DEFAULT_RATE_LIMITS,
+  webhookDestinations = destinationCheck(new AddressPolicy(), systemResolve),
   ...options
 }: ComposeOptions): FastifyInstance {
   // Nothing logs while the app is being built, so `app` is set before the first line.
@@ -42,6 +52,7 @@ export function composeApp({
     ...options,
     plants: new PlantService(store.plants, store.idempotency, undefined, log),
     tokens: new TokenService(store.tokens, undefined, log),
+    webhooks: new WebhookService(store.webhooks, webhookDestinations),
     rateLimitCounts: counts,
     ready: () => store.ping(),
   });

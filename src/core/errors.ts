@@ -19,6 +19,15 @@ export const errorCatalogue = {
     code: 40009,
     message: 'The request body nests deeper than 16 levels or has an array of over 1000 items.',
   },
+  malformedWebhookId: {
+    code: 40010,
+    message: 'The webhook endpoint or delivery id must be a decimal int64.',
+  },
+  webhookUrlRefused: {
+    code: 40011,
+    message:
+      'The webhook URL is refused: it must be http or https, without credentials, to a public address.',
+  },
   invalidToken: { code: 40101, message: 'The access token is unknown, revoked or expired.' },
   missingCredentials: {
     code: 40102,
@@ -31,6 +40,11 @@ export const errorCatalogue = {
   },
   plantNotFound: { code: 40401, message: 'No plant has this id.' },
   routeNotFound: { code: 40402, message: 'No such resource.' },
+  webhookNotFound: { code: 40403, message: 'No webhook endpoint has this id.' },
+  deliveryNotFound: {
+    code: 40404,
+    message: 'The webhook endpoint has no delivery with this id.',
+  },
   methodNotAllowed: { code: 40501, message: 'The resource does not support this method.' },
   requestTimeout: { code: 40801, message: 'The request took too long to arrive.' },
   plantExists: { code: 40901, message: 'A plant with this id already exists.' },

@@ -1,7 +1,9 @@
 /** Scopes a token can carry; each operation names the one it needs. */
-export const SCOPES = ['plants:read', 'plants:write'] as const;
+export const SCOPES = ['plants:read', 'plants:write', 'webhooks:read', 'webhooks:write'] as const;
 export type Scope = (typeof SCOPES)[number];
 
+// Webhook scopes are asked for explicitly: a token made for plants does not manage
+// where the store sends its changes.
 export const DEFAULT_SCOPES: readonly Scope[] = ['plants:read', 'plants:write'];
 
 export function isScope(value: string): value is Scope {

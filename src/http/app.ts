@@ -8,6 +8,7 @@ import Fastify, {
 import type { PlantService } from '../service/plant-service.js';
 import type { RateLimitCounts } from '../service/rate-limit-sync.js';
 import type { TokenService } from '../service/token-service.js';
+import type { WebhookService } from '../service/webhook-service.js';
 import { authenticate } from './hooks/auth.js';
 import { registerJsonParsers } from './hooks/body.js';
 import { installErrorHandling, sendError, toApiError } from './errors/error-reply.js';
@@ -31,12 +32,14 @@ import { rateLimits } from './hooks/rate-limit.js';
 import { lazyChildLogger, RequestLog } from './hooks/request-log.js';
 import { SECURITY_HEADERS } from '../api/security-headers.js';
 import { plantRoutes } from './routes/plants.js';
+import { webhookRoutes } from './routes/webhooks/index.js';
 import { systemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 
 /** What the app serves with, built by its caller (src/cli/compose.ts). */
 export interface AppServices {
   plants: PlantService;
+  webhooks: WebhookService;
   tokens: TokenService;
   /** What the rate limits count in; a limit turned off has no counts. */
   rateLimitCounts: RateLimitCounts;
@@ -94,6 +97,7 @@ function requestId(request: IncomingMessage): string {
  */
 export function buildApp({
   plants,
+  webhooks,
   tokens,
   rateLimitCounts,
   ready,
@@ -162,6 +166,7 @@ export function buildApp({
   installRequestChecks(app, authenticate(tokens, rateLimits(rateLimitCounts, now)), cors);
 
   plantRoutes(app, plants);
+  webhookRoutes(app, webhooks);
   systemRoutes(app, ready);
   return app;
 }

@@ -60,13 +60,17 @@ function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce
   };
 }
 
-function describe(error: ErrorObject | undefined, part: string): string {
+/** Path parameters are ids; which error a malformed one is depends on whose id it is. */
+const webhookPath = (url: string | undefined) => url?.startsWith('/webhooks') === true;
+
+function describe(error: ErrorObject | undefined, part: string, url?: string): string {
+  if (part === 'params') {
+    const whose = webhookPath(url) ? 'webhook endpoint and delivery ids' : 'plant id';
+    return `The ${whose} must be a decimal integer from ${INT64_RANGE}.`;
+  }
   if (error === undefined) return `Invalid ${part}.`;
   const where = error.instancePath.replace(/^\//, '').replaceAll('/', '.');
   const { additionalProperty, missingProperty } = error.params as Record<string, string>;
-  if (part === 'params') {
-    return `The plant id must be a decimal integer from ${INT64_RANGE}.`;
-  }
   const noun = part === 'querystring' ? 'query parameter' : 'property';
   if (additionalProperty !== undefined) return `Unknown ${noun} "${additionalProperty}".`;
   if (missingProperty !== undefined) return `Missing required ${noun} "${missingProperty}".`;
@@ -79,15 +83,18 @@ function describe(error: ErrorObject | undefined, part: string): string {
  * coerced path/query values against the same schemas the OpenAPI document publishes,
  * and answers with the catalogue error for the part that failed.
  */
-export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart, url }) => {
   const part = httpPart ?? 'body';
   const validate = ajv.compile(forBigIntValidation(schema as object));
   const coerce: Coerce =
     part === 'params' || part === 'querystring' ? stringCoercer(schema as object) : (d) => d;
-  const errorName = errorForPart[part] ?? 'invalidBody';
+  const errorName =
+    part === 'params' && webhookPath(url)
+      ? 'malformedWebhookId'
+      : (errorForPart[part] ?? 'invalidBody');
   return (data: unknown) => {
     const value = coerce(data);
     if (validate(value)) return { value };
-    return { error: new ApiError(errorName, describe(validate.errors?.[0], part)) };
+    return { error: new ApiError(errorName, describe(validate.errors?.[0], part, url)) };
   };
 };

@@ -8,6 +8,15 @@ import type {
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
 import type { Scope } from '../core/scopes.js';
 import type { TokenRecord } from '../core/tokens.js';
+import type {
+  Delivery,
+  DeliveryAttempt,
+  DeliveryQuery,
+  NewWebhookEndpoint,
+  WebhookEndpoint,
+  WebhookEndpointChange,
+  WebhookEndpointQuery,
+} from '../core/webhooks/endpoint.js';
 import type { WebhookEvent } from '../core/webhooks/events.js';
 import type { MigrationReport } from './migrations.js';
 
@@ -118,6 +127,38 @@ export interface RateLimitStore {
   purge(before: number): Promise<void>;
 }
 
+/**
+ * Webhook endpoints and the messages written for them. The messages themselves are written
+ * by PlantStore, in the transaction of the change they tell of (the outbox), for every
+ * enabled endpoint subscribed to the change's event at that moment.
+ */
+export interface WebhookStore {
+  create(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint>;
+  get(id: bigint): Promise<WebhookEndpoint | undefined>;
+  list(query: WebhookEndpointQuery): Promise<WebhookEndpoint[]>;
+  /** Applies the change atomically; undefined when no endpoint has the id. */
+  update(id: bigint, change: WebhookEndpointChange, at: Date): Promise<WebhookEndpoint | undefined>;
+  /** Deletes the endpoint with its messages; false when none had the id. */
+  delete(id: bigint): Promise<boolean>;
+  /**
+   * Makes `secret` the one that signs, the current one signing beside it until
+   * `previousUntil`; undefined when no endpoint has the id.
+   */
+  rotateSecret(
+    id: bigint,
+    secret: string,
+    at: Date,
+    previousUntil: Date,
+  ): Promise<WebhookEndpoint | undefined>;
+  /** A page of the endpoint's messages with their attempts, newest first. */
+  deliveries(query: DeliveryQuery): Promise<Delivery[]>;
+  /**
+   * Makes the message pending with its next attempt due at `at` (a failed one too);
+   * false when the endpoint has no message with this id.
+   */
+  retry(endpointId: bigint, messageId: bigint, at: Date): Promise<boolean>;
+}
+
 /** A message claimed for one attempt, with what is needed to send it. */
 export interface ClaimedMessage {
   id: bigint;
@@ -140,15 +181,7 @@ export interface ClaimedMessage {
 }
 
 /** One attempt at sending a message, as the attempt log shows it. */
-export interface AttemptRecord {
-  at: Date;
-  durationMs: number;
-  /** The answer's status; null when there was none (refused, timed out, unsafe address). */
-  httpStatus: number | null;
-  error: string | null;
-  /** The first 1 KiB of the answer's body. */
-  responseExcerpt: string;
-}
+export type AttemptRecord = DeliveryAttempt;
 
 /** What becomes of a message after an attempt. */
 export type NextStep =
@@ -200,6 +233,8 @@ export interface Store {
   readonly tokens: TokenStore;
   readonly audit: AuditStore;
   readonly idempotency: IdempotencyStore;
+  readonly webhooks: WebhookStore;
+  readonly webhookQueue: WebhookQueue;
   /**
    * Where processes share their rate-limit counts; absent where each process counts on
    * its own (SQLite: see the README).

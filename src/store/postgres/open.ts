@@ -11,6 +11,9 @@ import { poolQuery } from './query.js';
 import { postgresRateLimits } from './rate-limits.js';
 import { CONNECT_TIMEOUT_MS, DEFAULT_POOL_SIZE, STATEMENT_TIMEOUT_MS } from './timeouts.js';
 import { postgresTokens } from './tokens.js';
+import { MessageSignal } from '../webhook-rows.js';
+import { postgresWebhookQueue } from './webhook-queue.js';
+import { postgresWebhooks } from './webhooks.js';
 
 export interface PostgresOptions {
   /** A `postgres://` or `postgresql://` connection URL. */
@@ -61,11 +64,15 @@ export async function openPostgresStore(
   const pool = createPool(url, durability, poolSize, log);
   const query = poolQuery(pool);
   let closed = false;
+  const signal = new MessageSignal(log);
+  const wake = () => signal.fire();
   return {
-    plants: postgresPlants(query),
+    plants: postgresPlants(query, wake),
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
+    webhooks: postgresWebhooks(query, wake),
+    webhookQueue: postgresWebhookQueue(query, signal),
     rateLimits: postgresRateLimits(query),
     migration,
     async ping() {

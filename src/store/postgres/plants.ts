@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { WriteOrigin } from '../../core/audit.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
 import { type PlantRow, toPlant } from '../rows.js';
@@ -11,6 +12,7 @@ import {
   type PlantStore,
 } from '../store.js';
 import type { Query } from './query.js';
+import { MESSAGES_WRITTEN, outboxCtes } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
 
@@ -35,12 +37,19 @@ const AFTER_CREATE = `audited AS (
   settled AS (
     UPDATE idempotency_keys k SET status = 201, plant_id = c.id, plant_name = c.name,
       plant_tag = c.tag
-    FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL)
-  SELECT c.id, c.name, c.tag, a.ok AS allowed FROM allowed a LEFT JOIN created c ON true`;
+    FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL),
+  ${outboxCtes('plant.created', 'created', '$3::timestamptz')}
+  SELECT c.id, c.name, c.tag, a.ok AS allowed, ${MESSAGES_WRITTEN}
+  FROM allowed a LEFT JOIN created c ON true`;
 
 /** What a create answers: the plant if one was created. */
-interface CreateRow extends Partial<PlantRow> {
+interface CreateRow extends Partial<PlantRow>, Outboxed {
   allowed: boolean;
+}
+
+/** How many webhook messages a write added (see outboxCtes). */
+interface Outboxed {
+  messages: bigint;
 }
 
 /** The parameters AFTER_CREATE and the other audited writes take, from the write's options. */
@@ -58,7 +67,7 @@ const LOCK_OLD = `old AS (SELECT ${COLUMNS} FROM plants WHERE id = $1 FOR UPDATE
 const unchanged = (n: number) => `AND old.name = $${n} AND old.tag IS NOT DISTINCT FROM $${n + 1}`;
 
 /** Found the plant locked (`old_id`) but wrote nothing: the expected plant had changed. */
-interface WriteRow extends Partial<PlantRow> {
+interface WriteRow extends Partial<PlantRow>, Outboxed {
   old_id: bigint;
 }
 
@@ -101,8 +110,10 @@ const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   audited AS (
     ${AUDIT_INSERT}
     SELECT $5::timestamptz, 'update', id, $6::bigint, $7::text, old_name, old_tag, name, tag
-    FROM changed)
-  SELECT old.id AS old_id, c.id, c.name, c.tag FROM old LEFT JOIN changed c ON true`;
+    FROM changed),
+  ${outboxCtes('plant.updated', 'changed', '$5::timestamptz')}
+  SELECT old.id AS old_id, c.id, c.name, c.tag, ${MESSAGES_WRITTEN}
+  FROM old LEFT JOIN changed c ON true`;
 
 const deleteSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   gone AS (
@@ -111,10 +122,25 @@ const deleteSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   audited AS (
     ${AUDIT_INSERT}
     SELECT $2::timestamptz, 'delete', id, $3::bigint, $4::text, name, tag, NULL, NULL
-    FROM gone)
-  SELECT old.id AS old_id, g.id FROM old LEFT JOIN gone g ON true`;
+    FROM gone),
+  ${outboxCtes('plant.deleted', 'gone', '$2::timestamptz')}
+  SELECT old.id AS old_id, g.id, ${MESSAGES_WRITTEN} FROM old LEFT JOIN gone g ON true`;
 
-export function postgresPlants(query: Query): PlantStore {
+/**
+ * Plant writes, each with its webhook messages in the same statement; `wake` is called once
+ * a write that added messages has committed.
+ */
+export function postgresPlants(plainQuery: Query, wake: () => void): PlantStore {
+  const query: Query = async <R extends pg.QueryResultRow>(
+    name: string,
+    text: string,
+    values: unknown[],
+  ) => {
+    const result = await plainQuery<R>(name, text, values);
+    const row = result.rows[0] as Partial<Outboxed> | undefined;
+    if (row?.messages !== undefined && row.messages > 0n) wake();
+    return result;
+  };
   return {
     insert: (plant, options) => insert(query, plant, options),
     async get(id: bigint) {

@@ -10,6 +10,9 @@ import { sqlitePlants } from './plants.js';
 import { createPrivately } from './private-files.js';
 import { guard } from './query.js';
 import { sqliteTokens } from './tokens.js';
+import { MessageSignal } from '../webhook-rows.js';
+import { sqliteWebhookQueue } from './webhook-queue.js';
+import { sqliteOutbox, sqliteWebhooks } from './webhooks.js';
 
 /** How long a write waits for a lock another process holds before giving up. */
 export const BUSY_TIMEOUT_MS = 200;
@@ -39,10 +42,14 @@ export function openSqliteStore(
     throw error;
   }
   const batches = new GroupCommit(db);
-  const plants = sqlitePlants(db, batches);
+  const signal = new MessageSignal(log);
+  const wake = () => signal.fire();
+  const plants = sqlitePlants(db, batches, sqliteOutbox(db), wake);
   const tokens = sqliteTokens(db, batches);
   const audit = sqliteAudit(db);
   const idempotency = sqliteIdempotency(db, batches);
+  const webhooks = sqliteWebhooks(db, batches, wake);
+  const webhookQueue = sqliteWebhookQueue(db, batches, signal);
   // Reads a page of the file, so a locked or broken database fails the ping.
   const ping = db.prepare('SELECT max(version) FROM schema_migrations');
   return {
@@ -50,6 +57,8 @@ export function openSqliteStore(
     tokens,
     audit,
     idempotency,
+    webhooks,
+    webhookQueue,
     migration,
     async ping() {
       guard(() => ping.get());

@@ -15,6 +15,7 @@ import {
 } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard, isSqliteError } from './query.js';
+import type { Outbox } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
 
@@ -65,32 +66,60 @@ function prepareWrites(db: Database.Database) {
 type Reads = ReturnType<typeof prepareReads>;
 type Writes = ReturnType<typeof prepareWrites>;
 
-export function sqlitePlants(db: Database.Database, batches: GroupCommit): PlantStore {
-  const write = batchedWrites(batches);
+/**
+ * Plant writes, each with its webhook messages (`outbox`) in its own savepoint; `wake` is
+ * called once a write that added messages has committed.
+ */
+export function sqlitePlants(
+  db: Database.Database,
+  batches: GroupCommit,
+  outbox: Outbox,
+  wake: () => void,
+): PlantStore {
+  const batched = batchedWrites(batches);
+  // Counts the messages a write adds; read only after its batch committed.
+  const write = async <T>(work: (emit: Outbox) => T): Promise<T> => {
+    let messages = 0;
+    const value = await batched(() =>
+      work((event, plant) => {
+        const added = outbox(event, plant);
+        messages += added;
+        return added;
+      }),
+    );
+    if (messages > 0) wake();
+    return value;
+  };
   const reads = prepareReads(db);
   const writes = prepareWrites(db);
   return {
     insert: (plant: NewPlant, options: InsertOptions = {}) =>
-      write(() => insert(writes, plant, options)),
+      write((emit) => {
+        const created = insert(writes, plant, options);
+        emit('plant.created', created);
+        return created;
+      }),
     async get(id: bigint) {
       const row = guard(() => reads.getOne.get(id)) as PlantRow | undefined;
       return row && toPlant(row);
     },
     list: async (query: PlantQuery) => list(reads, query),
     update: (id: bigint, change: PlantChange, { expected, by }: ConditionalWriteOptions = {}) =>
-      write(() => {
+      write((emit) => {
         const before = currentPlant(reads, id, expected);
         if (before === undefined) return undefined;
         const after = applyChange(writes, id, change);
         record(writes, 'update', id, before, after, by);
+        emit('plant.updated', after);
         return after;
       }),
     delete: (id: bigint, { expected, by }: ConditionalWriteOptions = {}) =>
-      write(() => {
+      write((emit) => {
         const before = currentPlant(reads, id, expected);
         if (before === undefined) return false;
         writes.remove.run(id);
         record(writes, 'delete', id, before, undefined, by);
+        emit('plant.deleted', before);
         return true;
       }),
   };

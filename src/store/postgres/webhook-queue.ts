@@ -1,0 +1,108 @@
+import type { AttemptRecord, ClaimedMessage, NextStep, WebhookQueue } from '../store.js';
+import {
+  type ClaimRow,
+  finishedStatus,
+  type MessageSignal,
+  storableText,
+  toClaimed,
+} from '../webhook-rows.js';
+import type { Query } from './query.js';
+import { postgresTime } from './webhooks.js';
+
+// A claim locks the due rows it takes with FOR UPDATE SKIP LOCKED: claims running at once
+// in other processes pass over them instead of waiting, and each message goes to one.
+const CLAIM = `WITH due AS (
+    SELECT m.id FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_id
+    WHERE m.status = 'pending' AND m.next_attempt_at <= $1
+      AND (m.lease_until IS NULL OR m.lease_until <= $1) AND e.enabled
+    ORDER BY m.next_attempt_at, m.id LIMIT $3
+    FOR UPDATE OF m SKIP LOCKED),
+  claimed AS (
+    UPDATE webhook_messages m SET lease_until = $2, attempts = m.attempts + 1
+    FROM due WHERE m.id = due.id
+    RETURNING m.id, m.webhook_id, m.event_type, m.payload, m.created_at, m.attempts,
+      m.endpoint_id)
+  SELECT c.*, e.url, e.secret, e.previous_secret, e.previous_until
+  FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id ORDER BY c.id`;
+
+// The attempt, the message's new state and the endpoint's, only while the lease is ours.
+const FINISH = `WITH settled AS (
+    UPDATE webhook_messages SET lease_until = NULL, status = $3, next_attempt_at = $4,
+      completed_at = $5
+    WHERE id = $1 AND status = 'pending' AND lease_until = $2
+    RETURNING id, endpoint_id),
+  logged AS (
+    INSERT INTO webhook_attempts
+      (message_id, at, duration_ms, http_status, error, response_excerpt)
+    SELECT id, $6, $7, $8, $9, $10 FROM settled),
+  endpoint AS (
+    UPDATE webhook_endpoints e SET
+      failing_since = CASE WHEN $11 = 'delivered' THEN NULL
+                           ELSE coalesce(e.failing_since, $6) END,
+      enabled = e.enabled AND $11 <> 'gone',
+      updated_at = CASE WHEN $11 = 'gone' THEN $6 ELSE e.updated_at END
+    FROM settled s WHERE e.id = s.endpoint_id)
+  SELECT count(*) AS settled FROM settled`;
+
+export function postgresWebhookQueue(query: Query, signal: MessageSignal): WebhookQueue {
+  return {
+    async claim(now, leaseMs, limit): Promise<ClaimedMessage[]> {
+      const until = new Date(now.getTime() + leaseMs);
+      const { rows } = await query<ClaimRow>('webhooks.claim', CLAIM, [now, until, limit]);
+      return rows.map((row) => toClaimed(row, now, until, postgresTime));
+    },
+    finish: (messageId, claimedUntil, attempt, next) =>
+      finish(query, messageId, claimedUntil, attempt, next),
+    async nextDue() {
+      const { rows } = await query<{ due: Date | null }>(
+        'webhooks.nextDue',
+        `SELECT min(greatest(m.next_attempt_at, m.lease_until)) AS due
+         FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_id
+         WHERE m.status = 'pending' AND e.enabled`,
+        [],
+      );
+      return rows[0]?.due ?? null;
+    },
+    async purge(before) {
+      const { rowCount } = await query(
+        'webhooks.purge',
+        "DELETE FROM webhook_messages WHERE status <> 'pending' AND completed_at < $1",
+        [before],
+      );
+      return rowCount ?? 0;
+    },
+    async disableFailing(since, now) {
+      const { rowCount } = await query(
+        'webhooks.disableFailing',
+        `UPDATE webhook_endpoints SET enabled = false, updated_at = $2
+         WHERE enabled AND failing_since <= $1`,
+        [since, now],
+      );
+      return rowCount ?? 0;
+    },
+    onMessages: (listener) => signal.on(listener),
+  };
+}
+
+async function finish(
+  query: Query,
+  messageId: bigint,
+  claimedUntil: Date,
+  attempt: AttemptRecord,
+  next: NextStep,
+): Promise<boolean> {
+  const { rows } = await query<{ settled: bigint }>('webhooks.finish', FINISH, [
+    messageId.toString(),
+    claimedUntil,
+    finishedStatus(next.kind),
+    next.kind === 'retry' ? next.at : attempt.at,
+    next.kind === 'delivered' || next.kind === 'failed' ? attempt.at : null,
+    attempt.at,
+    Math.round(attempt.durationMs),
+    attempt.httpStatus,
+    attempt.error === null ? null : storableText(attempt.error),
+    storableText(attempt.responseExcerpt),
+    next.kind,
+  ]);
+  return Number(rows[0]?.settled ?? 0) > 0;
+}

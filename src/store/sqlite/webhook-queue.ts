@@ -1,0 +1,155 @@
+import type Database from 'better-sqlite3';
+import type { AttemptRecord, ClaimedMessage, NextStep, WebhookQueue } from '../store.js';
+import {
+  type ClaimRow,
+  finishedStatus,
+  type MessageSignal,
+  storableText,
+  toClaimed,
+} from '../webhook-rows.js';
+import type { GroupCommit } from './group-commit.js';
+import { batchedWrites, guard } from './query.js';
+import { sqliteTime } from './webhooks.js';
+
+// The claim is one conditional UPDATE: SQLite runs one write transaction at a time across
+// every process on the file, so no two processes can take the same message.
+
+function prepare(db: Database.Database) {
+  return {
+    claim: db.prepare(
+      `UPDATE webhook_messages SET lease_until = @until, attempts = attempts + 1
+       WHERE id IN (
+         SELECT m.id FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_id
+         WHERE m.status = 'pending' AND m.next_attempt_at <= @now
+           AND (m.lease_until IS NULL OR m.lease_until <= @now) AND e.enabled
+         ORDER BY m.next_attempt_at, m.id LIMIT @limit)
+       RETURNING id, webhook_id, event_type, payload, created_at, attempts, endpoint_id`,
+    ),
+    endpoints: db.prepare(
+      `SELECT id, url, secret, previous_secret, previous_until FROM webhook_endpoints
+       WHERE id IN (SELECT value FROM json_each(?))`,
+    ),
+    settle: db.prepare(
+      `UPDATE webhook_messages SET lease_until = NULL, status = @status,
+         next_attempt_at = @next, completed_at = @completed
+       WHERE id = @id AND status = 'pending' AND lease_until = @claimedUntil
+       RETURNING endpoint_id`,
+    ),
+    attempt: db.prepare(
+      `INSERT INTO webhook_attempts
+         (message_id, at, duration_ms, http_status, error, response_excerpt)
+       VALUES (?, ?, ?, ?, ?, ?)`,
+    ),
+    succeeded: db.prepare('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?'),
+    failedOnce: db.prepare(
+      'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ?',
+    ),
+    gone: db.prepare(
+      `UPDATE webhook_endpoints SET enabled = 0, updated_at = ?,
+         failing_since = coalesce(failing_since, ?) WHERE id = ?`,
+    ),
+    nextDue: db
+      .prepare(
+        `SELECT min(max(m.next_attempt_at, coalesce(m.lease_until, 0)))
+         FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_id
+         WHERE m.status = 'pending' AND e.enabled`,
+      )
+      .pluck(),
+    purgeAttempts: db.prepare(
+      `DELETE FROM webhook_attempts WHERE message_id IN (
+         SELECT id FROM webhook_messages WHERE status <> 'pending' AND completed_at < ?)`,
+    ),
+    purge: db.prepare(
+      "DELETE FROM webhook_messages WHERE status <> 'pending' AND completed_at < ?",
+    ),
+    disableFailing: db.prepare(
+      `UPDATE webhook_endpoints SET enabled = 0, updated_at = ?
+       WHERE enabled AND failing_since <= ?`,
+    ),
+  };
+}
+
+type Statements = ReturnType<typeof prepare>;
+
+export function sqliteWebhookQueue(
+  db: Database.Database,
+  batches: GroupCommit,
+  signal: MessageSignal,
+): WebhookQueue {
+  const write = batchedWrites(batches);
+  const s = prepare(db);
+  return {
+    claim: (now, leaseMs, limit) => write(() => claim(s, now, leaseMs, limit)),
+    finish: (messageId, claimedUntil, attempt, next) =>
+      write(() => finish(s, messageId, claimedUntil, attempt, next)),
+    async nextDue() {
+      const due = guard(() => s.nextDue.get()) as bigint | null;
+      return due === null ? null : sqliteTime(due);
+    },
+    purge: (before) =>
+      write(() => {
+        s.purgeAttempts.run(before.getTime());
+        return s.purge.run(before.getTime()).changes;
+      }),
+    disableFailing: (since, now) =>
+      write(() => s.disableFailing.run(now.getTime(), since.getTime()).changes),
+    onMessages: (listener) => signal.on(listener),
+  };
+}
+
+function claim(s: Statements, now: Date, leaseMs: number, limit: number): ClaimedMessage[] {
+  const until = new Date(now.getTime() + leaseMs);
+  const messages = s.claim.all({ now: now.getTime(), until: until.getTime(), limit }) as Omit<
+    ClaimRow,
+    'url' | 'secret' | 'previous_secret' | 'previous_until'
+  >[];
+  if (messages.length === 0) return [];
+  const ids = JSON.stringify([...new Set(messages.map((m) => m.endpoint_id.toString()))]);
+  const endpoints = new Map(
+    (
+      s.endpoints.all(ids) as (Pick<
+        ClaimRow,
+        'url' | 'secret' | 'previous_secret' | 'previous_until'
+      > & { id: bigint })[]
+    ).map((row) => [row.id, row]),
+  );
+  return messages
+    .sort((a, b) => (a.id < b.id ? -1 : 1))
+    .map((message) => {
+      const { url, secret, previous_secret, previous_until } = endpoints.get(message.endpoint_id)!;
+      const row = { ...message, url, secret, previous_secret, previous_until };
+      return toClaimed(row, now, until, sqliteTime);
+    });
+}
+
+function finish(
+  s: Statements,
+  messageId: bigint,
+  claimedUntil: Date,
+  attempt: AttemptRecord,
+  next: NextStep,
+): boolean {
+  const at = attempt.at.getTime();
+  const settled = s.settle.get({
+    id: messageId,
+    claimedUntil: claimedUntil.getTime(),
+    status: finishedStatus(next.kind),
+    next: next.kind === 'retry' ? next.at.getTime() : at,
+    completed: next.kind === 'delivered' || next.kind === 'failed' ? at : null,
+  }) as { endpoint_id: bigint } | undefined;
+  if (settled === undefined) return false;
+  const { durationMs, httpStatus, error, responseExcerpt } = attempt;
+  s.attempt.run(
+    messageId,
+    at,
+    Math.round(durationMs),
+    httpStatus,
+    error === null ? null : storableText(error),
+    storableText(responseExcerpt),
+  );
+  const endpointId = settled.endpoint_id;
+  if (next.kind === 'delivered') s.succeeded.run(endpointId);
+  else if (next.kind === 'gone') s.gone.run(at, at, endpointId);
+  else s.failedOnce.run(at, endpointId);
+  return true;
+}

@@ -1,0 +1,172 @@
+import type Database from 'better-sqlite3';
+import type {
+  DeliveryQuery,
+  NewWebhookEndpoint,
+  WebhookEndpoint,
+  WebhookEndpointChange,
+  WebhookEndpointQuery,
+} from '../../core/webhooks/endpoint.js';
+import { plantPayload, type WebhookEvent } from '../../core/webhooks/events.js';
+import { INT64_MIN } from '../../core/int64.js';
+import type { Plant } from '../../core/plant.js';
+import type { WebhookStore } from '../store.js';
+import {
+  ATTEMPT_COLUMNS,
+  type AttemptRow,
+  ENDPOINT_COLUMNS,
+  type EndpointRow,
+  eventsToText,
+  MESSAGE_COLUMNS,
+  type MessageRow,
+  toDeliveries,
+  toEndpoint,
+} from '../webhook-rows.js';
+import type { GroupCommit } from './group-commit.js';
+import { batchedWrites, guard } from './query.js';
+
+/** SQLite keeps times as Unix milliseconds (read as bigint with safe integers). */
+export const sqliteTime = (value: unknown): Date => new Date(Number(value));
+
+function prepare(db: Database.Database) {
+  const deliveryPage = (where: string) =>
+    db.prepare(
+      `SELECT ${MESSAGE_COLUMNS} FROM webhook_messages
+       WHERE endpoint_id = @endpointId ${where} ORDER BY id DESC LIMIT @limit`,
+    );
+  return {
+    insert: db.prepare(
+      `INSERT INTO webhook_endpoints (url, events, description, created_at, updated_at, secret)
+       VALUES (?, ?, ?, ?, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
+    ),
+    getOne: db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?`),
+    page: db.prepare(
+      `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id > ? ORDER BY id LIMIT ?`,
+    ),
+    update: db.prepare(
+      `UPDATE webhook_endpoints SET url = coalesce(@url, url),
+         events = coalesce(@events, events),
+         description = CASE WHEN @setDescription THEN @description ELSE description END,
+         enabled = coalesce(@enabled, enabled),
+         failing_since = CASE WHEN @enabled = 1 THEN NULL ELSE failing_since END,
+         updated_at = @at
+       WHERE id = @id RETURNING ${ENDPOINT_COLUMNS}`,
+    ),
+    removeAttempts: db.prepare(
+      `DELETE FROM webhook_attempts
+       WHERE message_id IN (SELECT id FROM webhook_messages WHERE endpoint_id = ?)`,
+    ),
+    removeMessages: db.prepare('DELETE FROM webhook_messages WHERE endpoint_id = ?'),
+    remove: db.prepare('DELETE FROM webhook_endpoints WHERE id = ?'),
+    rotate: db.prepare(
+      `UPDATE webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ?,
+         updated_at = ?
+       WHERE id = ? RETURNING ${ENDPOINT_COLUMNS}`,
+    ),
+    deliveries: {
+      all: deliveryPage(''),
+      after: deliveryPage('AND id < @after'),
+      status: deliveryPage('AND status = @status'),
+      statusAfter: deliveryPage('AND status = @status AND id < @after'),
+    },
+    attemptsOf: db.prepare(
+      `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts
+       WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY id`,
+    ),
+    retry: db.prepare(
+      `UPDATE webhook_messages SET status = 'pending', next_attempt_at = ?, completed_at = NULL
+       WHERE id = ? AND endpoint_id = ?`,
+    ),
+  };
+}
+
+export function sqliteWebhooks(
+  db: Database.Database,
+  batches: GroupCommit,
+  wake: () => void,
+): WebhookStore {
+  const write = batchedWrites(batches);
+  const s = prepare(db);
+  const endpoint = (row: unknown): WebhookEndpoint | undefined =>
+    row === undefined ? undefined : toEndpoint(row as EndpointRow, sqliteTime);
+  return {
+    create: ({ url, events, description, secret, at }: NewWebhookEndpoint) =>
+      write(() => {
+        const ms = at.getTime();
+        const row = s.insert.get(url, eventsToText(events), description ?? null, ms, ms, secret);
+        return toEndpoint(row as EndpointRow, sqliteTime);
+      }),
+    get: async (id) => endpoint(guard(() => s.getOne.get(id))),
+    list: async ({ limit, after }: WebhookEndpointQuery) =>
+      (guard(() => s.page.all(after ?? INT64_MIN, limit)) as EndpointRow[]).map((row) =>
+        toEndpoint(row, sqliteTime),
+      ),
+    update: (id, change: WebhookEndpointChange, at) =>
+      write(() => endpoint(s.update.get(updateValues(id, change, at)))),
+    delete: (id) =>
+      write(() => {
+        s.removeAttempts.run(id);
+        s.removeMessages.run(id);
+        return s.remove.run(id).changes > 0;
+      }),
+    rotateSecret: (id, secret, at, previousUntil) =>
+      write(() => endpoint(s.rotate.get(previousUntil.getTime(), secret, at.getTime(), id))),
+    deliveries: async (query: DeliveryQuery) =>
+      guard(() => {
+        const messages = deliveryPage(s, query);
+        const ids = JSON.stringify(messages.map((m) => m.id.toString()));
+        const attempts = s.attemptsOf.all(ids) as AttemptRow[];
+        return toDeliveries(messages, attempts, sqliteTime);
+      }),
+    async retry(endpointId, messageId, at) {
+      const retried = await write(
+        () => s.retry.run(at.getTime(), messageId, endpointId).changes > 0,
+      );
+      if (retried) wake();
+      return retried;
+    },
+  };
+}
+
+function updateValues(id: bigint, change: WebhookEndpointChange, at: Date) {
+  return {
+    id,
+    url: change.url ?? null,
+    events: change.events === undefined ? null : eventsToText(change.events),
+    setDescription: change.description === undefined ? 0 : 1,
+    description: change.description ?? null,
+    enabled: change.enabled === undefined ? null : change.enabled ? 1 : 0,
+    at: at.getTime(),
+  };
+}
+
+type Statements = ReturnType<typeof prepare>;
+
+function deliveryPage(s: Statements, { endpointId, limit, after, status }: DeliveryQuery) {
+  const statement =
+    status === undefined
+      ? after === undefined
+        ? s.deliveries.all
+        : s.deliveries.after
+      : after === undefined
+        ? s.deliveries.status
+        : s.deliveries.statusAfter;
+  return statement.all({ endpointId, limit, after, status }) as MessageRow[];
+}
+
+/**
+ * The outbox of plant writes: run inside a write's savepoint, it adds one message per
+ * enabled endpoint subscribed to the event, and answers how many it added.
+ */
+export function sqliteOutbox(db: Database.Database) {
+  const insert = db.prepare(
+    `INSERT INTO webhook_messages
+       (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
+     SELECT id, 'msg_' || lower(hex(randomblob(16))), @event, @payload, @at, @at
+     FROM webhook_endpoints
+     WHERE enabled AND instr(' ' || events || ' ', ' ' || @event || ' ') > 0`,
+  );
+  return (event: WebhookEvent, plant: Plant): number =>
+    insert.run({ event, payload: plantPayload(plant), at: Date.now() }).changes;
+}
+
+export type Outbox = ReturnType<typeof sqliteOutbox>;

@@ -1,0 +1,388 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it, type TestContext } from 'node:test';
+import pg from 'pg';
+import { INT64_MAX } from '../../src/core/int64.js';
+import { plantPayload } from '../../src/core/webhooks/events.js';
+import { openPostgresStore } from '../../src/store/postgres/open.js';
+import { openSqliteStore } from '../../src/store/sqlite/open.js';
+import { PlantExistsError, type Store } from '../../src/store/store.js';
+import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+
+/** Opens a second store on the same database as the first, or the first one. */
+type Open = (t: TestContext) => Promise<{ store: Store; another: () => Promise<Store> }>;
+
+const T0 = new Date('2026-01-01T00:00:00Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+const attempt = (status: number | null, when = T0) => ({
+  at: when,
+  durationMs: 12,
+  httpStatus: status,
+  error: status === null ? 'connect ECONNREFUSED' : null,
+  responseExcerpt: status === null ? '' : 'ok\u0000',
+});
+
+async function subscribe(store: Store, events = ['plant.created'] as const) {
+  return store.webhooks.create({
+    url: 'https://example.com/hook',
+    events: [...events],
+    secret: 'whsec_first',
+    at: new Date(),
+  });
+}
+
+/** Claims everything due far in the future (message times are the wall clock's). */
+const FAR = new Date('2100-01-01T00:00:00Z');
+
+function webhookContract(name: string, open: Open): void {
+  describe(name, () => {
+    it('keeps endpoints: create, read, list, merge-patch, rotate, delete', async (t) => {
+      const { store } = await open(t);
+      const a = await store.webhooks.create({
+        url: 'https://a.example/x',
+        events: ['plant.created', 'plant.deleted'],
+        description: 'first',
+        secret: 'whsec_a',
+        at: T0,
+      });
+      assert.equal(a.enabled, true);
+      assert.deepEqual(a.events, ['plant.created', 'plant.deleted']);
+      assert.equal(a.createdAt.getTime(), T0.getTime());
+      const b = await store.webhooks.create({
+        url: 'https://b.example/',
+        events: ['plant.updated'],
+        secret: 'whsec_b',
+        at: T0,
+      });
+      assert.equal(b.description, undefined);
+      assert.deepEqual(await store.webhooks.get(a.id), a);
+      assert.deepEqual(
+        (await store.webhooks.list({ limit: 10 })).map((e) => e.id),
+        [a.id, b.id],
+      );
+      assert.deepEqual(
+        (await store.webhooks.list({ limit: 10, after: a.id })).map((e) => e.id),
+        [b.id],
+      );
+      const patched = await store.webhooks.update(
+        a.id,
+        { description: null, enabled: false },
+        at(5),
+      );
+      assert.equal(patched?.description, undefined);
+      assert.equal(patched?.enabled, false);
+      assert.equal(patched?.url, a.url);
+      assert.equal(patched?.updatedAt.getTime(), at(5).getTime());
+      assert.equal(await store.webhooks.update(999n, { enabled: true }, T0), undefined);
+      assert.ok(await store.webhooks.rotateSecret(a.id, 'whsec_a2', at(6), at(7)));
+      assert.equal(await store.webhooks.rotateSecret(999n, 'x', T0, T0), undefined);
+      assert.equal(await store.webhooks.delete(a.id), true);
+      assert.equal(await store.webhooks.delete(a.id), false);
+      assert.equal(await store.webhooks.get(a.id), undefined);
+    });
+
+    it('writes a message in the change of each subscribed event, ids exact, then wakes', async (t) => {
+      const { store } = await open(t);
+      let wakes = 0;
+      store.webhookQueue.onMessages(() => (wakes += 1));
+      await store.plants.insert({ id: 1n, name: 'before' });
+      assert.equal(wakes, 0, 'no endpoint, no message');
+      const created = await subscribe(store);
+      const all = await subscribe(store, [
+        'plant.created',
+        'plant.updated',
+        'plant.deleted',
+      ] as never);
+      const plant = await store.plants.insert({
+        id: INT64_MAX,
+        name: 'Fern "q" \\ \n é',
+        tag: 't',
+      });
+      assert.equal(wakes, 1, 'one wake-up per write');
+      await store.plants.update(INT64_MAX, { tag: null });
+      await store.plants.delete(INT64_MAX);
+      await assert.rejects(store.plants.insert({ id: 1n, name: 'dup' }), PlantExistsError);
+      assert.equal(wakes, 3, 'a failed write wakes no one');
+      const claimed = await store.webhookQueue.claim(FAR, 60_000, 10);
+      const seen = claimed.map((m) => [m.endpoint.id, m.eventType, m.payload]);
+      const body = plantPayload(plant);
+      assert.equal(body, '{"id":9223372036854775807,"name":"Fern \\"q\\" \\\\ \\n é","tag":"t"}');
+      assert.deepEqual(seen, [
+        [created.id, 'plant.created', body],
+        [all.id, 'plant.created', body],
+        [all.id, 'plant.updated', plantPayload({ id: INT64_MAX, name: plant.name })],
+        [all.id, 'plant.deleted', plantPayload({ id: INT64_MAX, name: plant.name })],
+      ]);
+      for (const message of claimed) {
+        assert.match(message.webhookId, /^msg_[0-9a-f]{32}$/);
+        assert.equal(message.attempt, 1);
+        assert.deepEqual(message.endpoint.secrets, ['whsec_first']);
+      }
+      assert.equal(new Set(claimed.map((m) => m.webhookId)).size, 4);
+    });
+
+    it('leases a claim: no second claim until it ends, then the same webhook-id again', async (t) => {
+      const { store } = await open(t);
+      await subscribe(store);
+      await store.plants.insert({ name: 'p' });
+      const due = await store.webhookQueue.nextDue();
+      assert.ok(due !== null && due.getTime() <= Date.now());
+      const now = new Date(Date.now() + 1000);
+      const [first] = await store.webhookQueue.claim(now, 30_000, 10);
+      assert.ok(first);
+      assert.deepEqual(await store.webhookQueue.claim(now, 30_000, 10), []);
+      assert.equal((await store.webhookQueue.nextDue())?.getTime(), first.claimedUntil.getTime());
+      const later = new Date(first.claimedUntil.getTime());
+      const [again] = await store.webhookQueue.claim(later, 30_000, 10);
+      assert.equal(again?.webhookId, first.webhookId);
+      assert.equal(again?.attempt, 2);
+      assert.equal(
+        await store.webhookQueue.finish(first.id, first.claimedUntil, attempt(200), {
+          kind: 'delivered',
+        }),
+        false,
+        'the first lease is over: its outcome is not recorded',
+      );
+      assert.equal(
+        await store.webhookQueue.finish(again!.id, again!.claimedUntil, attempt(200), {
+          kind: 'delivered',
+        }),
+        true,
+      );
+      assert.equal(await store.webhookQueue.nextDue(), null);
+    });
+
+    it('records attempts: retry when due, delivered, failed; lists deliveries newest first', async (t) => {
+      const { store } = await open(t);
+      const endpoint = await subscribe(store);
+      for (const name of ['a', 'b', 'c']) await store.plants.insert({ name });
+      const q = store.webhookQueue;
+      const [a, b, c] = await q.claim(FAR, 1000, 10);
+      assert.ok(a && b && c);
+      assert.ok(
+        await q.finish(a.id, a.claimedUntil, attempt(500, at(1)), { kind: 'retry', at: at(5000) }),
+      );
+      assert.ok(await q.finish(b.id, b.claimedUntil, attempt(204, at(2)), { kind: 'delivered' }));
+      assert.ok(await q.finish(c.id, c.claimedUntil, attempt(null, at(3)), { kind: 'failed' }));
+      assert.equal((await q.nextDue())?.getTime(), at(5000).getTime());
+      assert.deepEqual(await q.claim(at(4999), 1000, 10), []);
+      const [retried] = await q.claim(at(5000), 1000, 10);
+      assert.equal(retried?.id, a.id);
+      assert.equal(retried?.attempt, 2);
+      assert.ok(
+        await q.finish(a.id, retried!.claimedUntil, attempt(200, at(5001)), { kind: 'delivered' }),
+      );
+
+      const list = await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 10 });
+      assert.deepEqual(
+        list.map((d) => [d.id, d.status]),
+        [
+          [c.id, 'failed'],
+          [b.id, 'delivered'],
+          [a.id, 'delivered'],
+        ],
+      );
+      assert.deepEqual(
+        list[2]!.attempts.map((x) => [x.at.getTime(), x.httpStatus, x.responseExcerpt]),
+        [
+          [at(1).getTime(), 500, 'ok\uFFFD'],
+          [at(5001).getTime(), 200, 'ok\uFFFD'],
+        ],
+      );
+      assert.deepEqual(list[0]!.attempts[0], {
+        at: at(3),
+        durationMs: 12,
+        httpStatus: null,
+        error: 'connect ECONNREFUSED',
+        responseExcerpt: '',
+      });
+      const page = await store.webhooks.deliveries({
+        endpointId: endpoint.id,
+        limit: 1,
+        after: c.id,
+      });
+      assert.deepEqual(
+        page.map((d) => d.id),
+        [b.id],
+      );
+      const failed = await store.webhooks.deliveries({
+        endpointId: endpoint.id,
+        limit: 10,
+        status: 'failed',
+      });
+      assert.deepEqual(
+        failed.map((d) => d.id),
+        [c.id],
+      );
+
+      let wakes = 0;
+      q.onMessages(() => (wakes += 1));
+      assert.equal(await store.webhooks.retry(endpoint.id + 1n, c.id, at(9000)), false);
+      assert.equal(await store.webhooks.retry(endpoint.id, c.id, at(9000)), true);
+      assert.equal(wakes, 1);
+      const [manual] = await q.claim(at(9000), 1000, 10);
+      assert.equal(manual?.webhookId, c.webhookId);
+      assert.equal(manual?.attempt, 2);
+
+      assert.equal(await q.purge(at(4)), 1, 'b was delivered at 2');
+      const left = await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 10 });
+      assert.deepEqual(
+        left.map((d) => d.id),
+        [c.id, a.id],
+      );
+    });
+
+    it('410 disables the endpoint and keeps its pending messages; re-enabling resumes', async (t) => {
+      const { store } = await open(t);
+      const endpoint = await subscribe(store);
+      await store.plants.insert({ name: 'a' });
+      await store.plants.insert({ name: 'b' });
+      const [a] = await store.webhookQueue.claim(FAR, 1000, 1);
+      assert.ok(
+        await store.webhookQueue.finish(a!.id, a!.claimedUntil, attempt(410), { kind: 'gone' }),
+      );
+      assert.equal((await store.webhooks.get(endpoint.id))?.enabled, false);
+      assert.deepEqual(await store.webhookQueue.claim(FAR, 1000, 10), []);
+      assert.equal(await store.webhookQueue.nextDue(), null);
+      await store.plants.insert({ name: 'c' });
+      await store.webhooks.update(endpoint.id, { enabled: true }, new Date());
+      const resumed = await store.webhookQueue.claim(FAR, 1000, 10);
+      assert.equal(resumed.length, 2, 'a and b; c came while the endpoint was disabled');
+      assert.equal(resumed[0]!.id, a!.id);
+    });
+
+    it('disables endpoints that have only failed since before a time', async (t) => {
+      const { store } = await open(t);
+      const failing = await subscribe(store);
+      const healthy = await store.webhooks.create({
+        url: 'https://ok.example/',
+        events: ['plant.created'],
+        secret: 'whsec_x',
+        at: T0,
+      });
+      await store.plants.insert({ name: 'a' });
+      const q = store.webhookQueue;
+      for (const m of await q.claim(FAR, 1000, 10)) {
+        const ok = m.endpoint.id === healthy.id;
+        await q.finish(m.id, m.claimedUntil, attempt(ok ? 500 : 500, at(0)), {
+          kind: 'retry',
+          at: at(10),
+        });
+      }
+      for (const m of await q.claim(FAR, 1000, 10)) {
+        const ok = m.endpoint.id === healthy.id;
+        await q.finish(
+          m.id,
+          m.claimedUntil,
+          attempt(ok ? 200 : 500, at(20)),
+          ok ? { kind: 'delivered' } : { kind: 'retry', at: at(30) },
+        );
+      }
+      assert.equal(await q.disableFailing(at(-1), at(40)), 0, 'failing since 0, not before -1');
+      assert.equal(await q.disableFailing(at(0), at(40)), 1);
+      assert.equal((await store.webhooks.get(failing.id))?.enabled, false);
+      assert.equal((await store.webhooks.get(healthy.id))?.enabled, true);
+    });
+
+    it('signs with the previous secret beside the new one until the overlap ends', async (t) => {
+      const { store } = await open(t);
+      const endpoint = await subscribe(store);
+      const now = Date.now();
+      const ends = new Date(now + 3_600_000);
+      await store.webhooks.rotateSecret(endpoint.id, 'whsec_second', new Date(now), ends);
+      await store.plants.insert({ name: 'a' });
+      const [during] = await store.webhookQueue.claim(new Date(ends.getTime() - 1), 1, 1);
+      assert.deepEqual(during?.endpoint.secrets, ['whsec_second', 'whsec_first']);
+      const [after] = await store.webhookQueue.claim(ends, 1, 1);
+      assert.deepEqual(after?.endpoint.secrets, ['whsec_second']);
+    });
+
+    it('two stores on one database never claim the same message at once', async (t) => {
+      const { store, another } = await open(t);
+      const other = await another();
+      await subscribe(store);
+      await Promise.all(
+        Array.from({ length: 60 }, (_, i) => store.plants.insert({ name: `p${i}` })),
+      );
+      const now = new Date(Date.now() + 1000);
+      const rounds = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          (i % 2 ? store : other).webhookQueue.claim(now, 60_000, 7),
+        ),
+      );
+      const ids = rounds.flat().map((m) => m.id);
+      assert.equal(ids.length, 60);
+      assert.equal(new Set(ids).size, 60);
+    });
+
+    it('deleting an endpoint deletes its messages', async (t) => {
+      const { store } = await open(t);
+      const endpoint = await subscribe(store);
+      await store.plants.insert({ name: 'a' });
+      await store.webhooks.delete(endpoint.id);
+      assert.deepEqual(await store.webhookQueue.claim(FAR, 1000, 10), []);
+      assert.deepEqual(await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 10 }), []);
+    });
+  });
+}
+
+webhookContract('sqlite webhooks', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'plantstore-webhooks-'));
+  const file = join(dir, 'w.db');
+  const opened: Store[] = [];
+  t.after(async () => {
+    for (const s of opened) await s.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const openOne = async () => {
+    const s = openSqliteStore({ file, durability: 'process' });
+    opened.push(s);
+    return s;
+  };
+  return { store: await openOne(), another: openOne };
+});
+
+if (POSTGRES_SKIP) {
+  it('postgres webhooks', { skip: POSTGRES_SKIP }, () => {});
+} else {
+  webhookContract('postgres webhooks', async (t) => {
+    const url = await freshDatabase(t);
+    const opened: Store[] = [];
+    t.after(() => Promise.all(opened.map((s) => s.close())));
+    const openOne = async () => {
+      const s = await openPostgresStore({ url, poolSize: 4 });
+      opened.push(s);
+      return s;
+    };
+    return { store: await openOne(), another: openOne };
+  });
+}
+
+if (!POSTGRES_SKIP) {
+  it('postgres: a write that adds messages NOTIFYs plantstore_webhooks in its commit', async (t) => {
+    const url = await freshDatabase(t);
+    const store = await openPostgresStore({ url, poolSize: 2 });
+    t.after(() => store.close());
+    const listener = new pg.Client({ connectionString: url });
+    await listener.connect();
+    t.after(() => listener.end());
+    await listener.query('LISTEN plantstore_webhooks');
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.channel));
+    const endpoint = await subscribe(store);
+    // A write with no message for anyone comes first: were it to notify, the retry's
+    // notification below would find two.
+    await store.plants.update(1n, { name: 'nobody' });
+    await store.plants.insert({ name: 'a' });
+    // The notification arrives after the commit; a round trip on the listener's own
+    // connection is answered after the notifications queued before it.
+    await listener.query('SELECT 1');
+    assert.deepEqual(heard, ['plantstore_webhooks']);
+    const [message] = await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 1 });
+    await store.webhooks.retry(endpoint.id, message!.id, new Date());
+    await listener.query('SELECT 1');
+    assert.deepEqual(heard, ['plantstore_webhooks', 'plantstore_webhooks']);
+  });
+}
