@@ -25,8 +25,9 @@ import {
 } from './options.js';
 import { auditCommand } from './audit-command.js';
 import { tokenCommand } from './token-commands.js';
+import { type WebhookCommandOptions, webhookOptions } from './webhook-options.js';
 
-interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
+interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions, WebhookCommandOptions {
   host: string;
   port: number;
   durability: Durability;
@@ -50,7 +51,7 @@ function program(): Command {
     .showHelpAfterError()
     .exitOverride();
 
-  root
+  const serve = root
     .command('serve')
     .description('serve the API, creating and migrating the database if needed')
     .addOption(new Option('--host <host>', 'address to listen on').env('HOST').default('127.0.0.1'))
@@ -124,52 +125,60 @@ function program(): Command {
         .env('LOG_LEVEL')
         .default('info')
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-    )
-    .action(async (options: ServeCommandOptions) => {
-      const timeouts = edgeTimeouts(options);
-      if (typeof timeouts === 'string') {
-        process.stderr.write(`plantstore: ${timeouts}\n`);
-        process.exitCode = USAGE;
-        return;
-      }
-      const store = {
-        ...storeConfig(options),
-        durability: options.durability,
-        ...(options.poolSize !== undefined && { poolSize: options.poolSize }),
-      };
-      if (options.workers > 1 && options.databaseUrl === undefined && options.db === ':memory:') {
-        // Each worker would have a database of its own, and answers would depend on which.
-        process.stderr.write('plantstore: --workers needs a shared database, not --db :memory:\n');
-        process.exitCode = USAGE;
-        return;
-      }
-      if (options.workers > 1 && cluster.isPrimary) {
-        const { runPrimary } = await import('./cluster.js');
-        await runPrimary({
-          workers: options.workers,
-          store,
-          logLevel: options.logLevel,
-          shutdownGraceMs: timeouts.shutdownGraceMs,
-        });
-        return;
-      }
-      // Loaded here so that token commands do not pay for the HTTP stack.
-      const { serve } = await import('./serve.js');
-      await serve({
-        host: options.host,
-        port: options.port,
+    );
+  for (const option of webhookOptions()) serve.addOption(option);
+  serve.action(async (options: ServeCommandOptions) => {
+    const timeouts = edgeTimeouts(options);
+    if (typeof timeouts === 'string') {
+      process.stderr.write(`plantstore: ${timeouts}\n`);
+      process.exitCode = USAGE;
+      return;
+    }
+    const store = {
+      ...storeConfig(options),
+      durability: options.durability,
+      ...(options.poolSize !== undefined && { poolSize: options.poolSize }),
+    };
+    if (options.workers > 1 && options.databaseUrl === undefined && options.db === ':memory:') {
+      // Each worker would have a database of its own, and answers would depend on which.
+      process.stderr.write('plantstore: --workers needs a shared database, not --db :memory:\n');
+      process.exitCode = USAGE;
+      return;
+    }
+    if (options.workers > 1 && cluster.isPrimary) {
+      const { runPrimary } = await import('./cluster.js');
+      await runPrimary({
+        workers: options.workers,
         store,
         logLevel: options.logLevel,
-        maxConnections: options.maxConnections,
-        ...timeouts,
-        ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
-        rateLimits: {
-          perToken: options.rateLimit || null,
-          authFailures: options.authFailureLimit || null,
-        },
-        trustProxy: options.trustProxy,
+        shutdownGraceMs: timeouts.shutdownGraceMs,
       });
+      return;
+    }
+    // Loaded here so that token commands do not pay for the HTTP stack.
+    const { serve } = await import('./serve.js');
+    await serve({
+      host: options.host,
+      port: options.port,
+      store,
+      logLevel: options.logLevel,
+      maxConnections: options.maxConnections,
+      ...timeouts,
+      ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
+      rateLimits: {
+        perToken: options.rateLimit || null,
+        authFailures: options.authFailureLimit || null,
+      },
+      trustProxy: options.trustProxy,
+      webhooks: {
+        timeoutMs: options.webhookTimeout,
+        retryScheduleMs: options.webhookRetrySchedule,
+        allowNetworks: options.webhookAllowNetworks,
+        disableAfterMs: options.webhookDisableAfter,
+        retentionMs: options.webhookRetention,
+      },
     });
+  });
 
   root
     .command('migrate')

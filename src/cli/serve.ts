@@ -2,6 +2,12 @@ import pino from 'pino';
 import { redacted } from '../http/app.js';
 import { openStore, type StoreConfig } from '../store/open.js';
 import { composeApp, type ComposeOptions } from './compose.js';
+import {
+  type RunningDelivery,
+  startDelivery,
+  type WebhookDelivery,
+  webhookDestinations,
+} from './webhooks.js';
 
 /** What `serve` passes on to the app: the limits, rate limits and CORS of the HTTP edge. */
 export type EdgeOptions = Pick<
@@ -23,11 +29,14 @@ export interface ServeOptions extends EdgeOptions {
   logLevel: string;
   /** On shutdown, requests still running after this are cut off. */
   shutdownGraceMs: number;
+  webhooks: WebhookDelivery;
 }
 
 /**
- * Opens the store, listens, and on SIGTERM/SIGINT stops accepting connections, lets
- * in-flight requests finish, closes the store and exits 0.
+ * Opens the store, listens, delivers webhooks, and on SIGTERM/SIGINT stops accepting
+ * connections and claiming messages, lets in-flight requests and webhook attempts finish
+ * (those still running after the grace period are cut off; an attempt cut off is sent
+ * again by whichever process claims it after its lease), closes the store and exits 0.
  */
 export async function serve({
   host,
@@ -35,13 +44,20 @@ export async function serve({
   store: storeConfig,
   logLevel,
   shutdownGraceMs,
+  webhooks,
   ...edge
 }: ServeOptions): Promise<void> {
   // One logger for the store, the services and the app, so that what the store says while
   // it opens (migrations, a pool connection lost) reaches the same log as the requests.
   const logger = pino(redacted({ level: logLevel }));
   const store = await openStore(storeConfig, logger);
-  const app = composeApp({ store, logger, ...edge });
+  const app = composeApp({
+    store,
+    logger,
+    webhookDestinations: webhookDestinations(webhooks),
+    ...edge,
+  });
+  let delivery: RunningDelivery | undefined;
   let stopping = false;
   // Never rejects: any failure is logged and ends the process with 1.
   const stop = async (signal: NodeJS.Signals) => {
@@ -51,7 +67,7 @@ export async function serve({
       app.log.info({ signal }, 'shutting down');
       // Requests still running after the grace period are cut off rather than awaited forever.
       setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
-      await app.close();
+      await Promise.all([app.close(), delivery?.stop(shutdownGraceMs)]);
       await store.close();
       app.log.info('stopped');
       process.exit(0);
@@ -69,4 +85,6 @@ export async function serve({
     await store.close();
     throw error;
   }
+  // Started once the port is ours: a process that fails to start sends nothing.
+  if (!stopping) delivery = startDelivery(store.webhookQueue, webhooks, app.log);
 }

@@ -12,6 +12,7 @@ import { postgresRateLimits } from './rate-limits.js';
 import { CONNECT_TIMEOUT_MS, DEFAULT_POOL_SIZE, STATEMENT_TIMEOUT_MS } from './timeouts.js';
 import { postgresTokens } from './tokens.js';
 import { MessageSignal } from '../webhook-rows.js';
+import { WebhookNotifications } from './webhook-listen.js';
 import { postgresWebhookQueue } from './webhook-queue.js';
 import { postgresWebhooks } from './webhooks.js';
 
@@ -66,13 +67,22 @@ export async function openPostgresStore(
   let closed = false;
   const signal = new MessageSignal(log);
   const wake = () => signal.fire();
+  // Other processes' messages wake this one's listeners too (NOTIFY in their commits).
+  const notifications = new WebhookNotifications(connectionConfig(url, durability), wake, log);
+  const queue = postgresWebhookQueue(query, signal);
   return {
     plants: postgresPlants(query, wake),
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
     webhooks: postgresWebhooks(query, wake),
-    webhookQueue: postgresWebhookQueue(query, signal),
+    webhookQueue: {
+      ...queue,
+      onMessages(listener) {
+        notifications.start();
+        return queue.onMessages(listener);
+      },
+    },
     rateLimits: postgresRateLimits(query),
     migration,
     async ping() {
@@ -81,6 +91,7 @@ export async function openPostgresStore(
     async close() {
       if (closed) return;
       closed = true;
+      await notifications.close();
       await pool.end();
     },
   };
