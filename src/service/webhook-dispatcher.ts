@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Log } from '../core/log.js';
 import type { WebhookSender } from '../core/webhooks/delivery.js';
 import { DEFAULT_RETRY_SCHEDULE_MS } from '../core/webhooks/retry-schedule.js';
@@ -100,6 +101,8 @@ export class WebhookDispatcher {
       ...DISPATCH_DEFAULTS,
       ...options,
     };
+    // Every attempt in flight listens for the stop; that many listeners is no leak.
+    setMaxListeners(this.options.maxInFlight + 16, this.stopSignal.signal);
   }
 
   get leaseMs(): number {
