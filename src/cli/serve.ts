@@ -86,5 +86,5 @@ export async function serve({
     throw error;
   }
   // Started once the port is ours: a process that fails to start sends nothing.
-  if (!stopping) delivery = startDelivery(store.webhookQueue, webhooks, app.log);
+  if (!stopping) delivery = startDelivery(store, webhooks, app.log);
 }

@@ -5,7 +5,7 @@ import type { DestinationCheck } from '../core/webhooks/delivery.js';
 import { destinationCheck, systemResolve } from '../outbound/destination.js';
 import { HttpWebhookSender } from '../outbound/webhook-sender.js';
 import { WebhookDispatcher } from '../service/webhook-dispatcher.js';
-import type { WebhookQueue } from '../store/store.js';
+import type { Store } from '../store/store.js';
 
 /** How `serve` delivers webhooks (its --webhook-* options). */
 export interface WebhookDelivery {
@@ -41,7 +41,7 @@ export interface RunningDelivery {
  * them from sending the same attempt at once.
  */
 export function startDelivery(
-  queue: WebhookQueue,
+  store: Pick<Store, 'webhookQueue' | 'onRemoteMessages'>,
   delivery: WebhookDelivery,
   log: Log,
 ): RunningDelivery {
@@ -51,7 +51,8 @@ export function startDelivery(
     userAgent: userAgent(),
   });
   const dispatcher = new WebhookDispatcher({
-    queue,
+    queue: store.webhookQueue,
+    wakeSources: store.onRemoteMessages === undefined ? [] : [store.onRemoteMessages.bind(store)],
     sender,
     log,
     timeoutMs: delivery.timeoutMs,

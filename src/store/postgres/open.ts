@@ -67,21 +67,20 @@ export async function openPostgresStore(
   let closed = false;
   const signal = new MessageSignal(log);
   const wake = () => signal.fire();
-  // Other processes' messages wake this one's listeners too (NOTIFY in their commits).
-  const notifications = new WebhookNotifications(connectionConfig(url, durability), wake, log);
-  const queue = postgresWebhookQueue(query, signal);
+  // Other processes' messages (NOTIFY in their commits), heard on a LISTEN connection.
+  const remote = new MessageSignal(log);
+  const config = connectionConfig(url, durability);
+  const notifications = new WebhookNotifications(config, () => remote.fire(), log);
   return {
     plants: postgresPlants(query, wake),
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
     webhooks: postgresWebhooks(query, wake),
-    webhookQueue: {
-      ...queue,
-      onMessages(listener) {
-        notifications.start();
-        return queue.onMessages(listener);
-      },
+    webhookQueue: postgresWebhookQueue(query, signal),
+    onRemoteMessages(listener) {
+      notifications.start();
+      return remote.on(listener);
     },
     rateLimits: postgresRateLimits(query),
     migration,
