@@ -1,56 +1,168 @@
-import { execFileSync } from 'node:child_process';
+/**
+ * The PostgreSQL side of the benchmark: a schema of its own per server, seeded as the SQLite
+ * databases are, its keeper, and the backends serving a server's pool (to count their CPU).
+ */
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import pg from 'pg';
-import { PLANTSTORE_BIN } from './seed.js';
+import { createTokens, type Keeper } from './seed.js';
 
-export interface SeededPostgres {
-  url: string;
-  token: string;
-  drop(): Promise<void>;
-}
-
-/** The PostgreSQL to compare with: PLANTSTORE_BENCH_DATABASE_URL, else the local default. */
+/** The PostgreSQL to measure on: PLANTSTORE_BENCH_DATABASE_URL, else the local default. */
 export const BENCH_POSTGRES_URL =
   process.env.PLANTSTORE_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
+/** Whether a PostgreSQL answers at `url`; the error's message when not. */
+export async function reachable(url: string): Promise<true | string> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3_000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+export function withSchema(url: string, schema: string): string {
+  const parsed = new URL(url);
+  parsed.searchParams.set('options', `-c search_path=${schema}`);
+  return parsed.toString();
+}
+
+/** A seeded schema: its URL (connections use it), and its keeper. */
+export interface SeededSchema {
+  url: string;
+  keeper: PostgresKeeper;
+  drop(): Promise<void>;
+}
+
 /**
- * A schema of its own in the database at `adminUrl`, migrated by plantstore, with plants
- * 1..n as the SQLite seed has them and a token. Undefined when PostgreSQL is unreachable.
+ * A new schema in the database at `adminUrl`, migrated by plantstore, with tokens and
+ * plants 1..n as the SQLite seed has them.
  */
-export async function seedPostgres(
+export async function seedSchema(
   adminUrl: string,
   n: number,
-): Promise<SeededPostgres | undefined> {
+  tokensFile: string,
+): Promise<SeededSchema> {
   const schema = `bench_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 3_000 });
-  try {
-    await admin.connect();
-  } catch {
-    return undefined;
-  }
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
   await admin.query(`CREATE SCHEMA ${schema}`);
-  const parsed = new URL(adminUrl);
-  parsed.searchParams.set('options', `-c search_path=${schema}`);
-  const url = parsed.toString();
-  const token = execFileSync(
-    process.execPath,
-    [PLANTSTORE_BIN, 'token', 'create', '--database-url', url],
-    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
-  ).trim();
+  const url = withSchema(adminUrl, schema);
+  await createTokens({ db: '', databaseUrl: url }, tokensFile);
   await admin.query(`SET search_path = ${schema}`);
   await admin.query(
     `INSERT INTO plants (id, name, tag)
      SELECT x, 'plant ' || x, CASE WHEN x % 4 = 0 THEN 'shade' END FROM generate_series(1, $1::bigint) x`,
     [n],
   );
-  await admin.query('UPDATE plant_ids SET high = $1', [n]);
-  await admin.query('ANALYZE plants');
+  // Server-assigned ids go on above the seeded ones, as if the server had assigned them.
+  await admin.query("SELECT setval('plant_id_seq', $1)", [n]);
+  await admin.query('VACUUM ANALYZE plants');
   return {
     url,
-    token,
+    keeper: new PostgresKeeper(admin),
     async drop() {
       await admin.query(`DROP SCHEMA ${schema} CASCADE`);
       await admin.end();
     },
   };
+}
+
+export class PostgresKeeper implements Keeper {
+  constructor(readonly client: pg.Client) {}
+
+  async refill(from: number, to: number): Promise<void> {
+    if (to < from) return;
+    await this.client.query(
+      `INSERT INTO plants (id, name, tag)
+       SELECT x, 'plant ' || x, CASE WHEN x % 4 = 0 THEN 'shade' END
+       FROM generate_series($1::bigint, $2::bigint) x ON CONFLICT (id) DO NOTHING`,
+      [from, to],
+    );
+  }
+
+  async trim(plants: number): Promise<void> {
+    await this.client.query('DELETE FROM plants WHERE id > $1', [plants]);
+  }
+
+  /** The schema is dropped by SeededSchema.drop, which closes the client. */
+  async close(): Promise<void> {}
+
+  /**
+   * The PostgreSQL processes working for `serverPid`: the backends serving its connections
+   * to `pgPort` (its sockets' local ports are their client ports), and PostgreSQL's own
+   * background processes (WAL writer, checkpointer, autovacuum), which write what its
+   * commits leave them. Undefined where PostgreSQL is not on this machine's loopback or
+   * /proc cannot tell; their CPU then counts as other processes' load.
+   */
+  async backendPids(serverPid: number, pgPort: number): Promise<number[] | undefined> {
+    const ports = localPortsTo(socketInodes(serverPid), pgPort);
+    if (ports.length === 0) return undefined;
+    const { rows } = await this.client.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity
+       WHERE client_port = ANY($1::int[]) OR backend_type <> 'client backend'`,
+      [ports],
+    );
+    return rows.map((r) => r.pid);
+  }
+}
+
+/** The inodes of a process's sockets, from its /proc/<pid>/fd links (`socket:[123]`). */
+export function socketInodes(pid: number): Set<string> {
+  const inodes = new Set<string>();
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return inodes;
+  }
+  for (const fd of fds) {
+    try {
+      const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1];
+      if (inode !== undefined) inodes.add(inode);
+    } catch {
+      // The descriptor closed while listing: not a connection to count.
+    }
+  }
+  return inodes;
+}
+
+/**
+ * The local ports of the TCP connections (in /proc/net/tcp and tcp6 format) that belong to
+ * `inodes` and go to `remotePort`.
+ */
+export function parseTcpTable(table: string, inodes: Set<string>, remotePort: number): number[] {
+  const ports: number[] = [];
+  for (const line of table.split('\n').slice(1)) {
+    const cols = line.trim().split(/\s+/);
+    const [local, remote, inode] = [cols[1], cols[2], cols[9]];
+    if (local === undefined || remote === undefined || inode === undefined) continue;
+    if (!inodes.has(inode)) continue;
+    if (parseInt(remote.split(':')[1] ?? '', 16) !== remotePort) continue;
+    ports.push(parseInt(local.split(':')[1] ?? '', 16));
+  }
+  return ports;
+}
+
+function localPortsTo(inodes: Set<string>, remotePort: number): number[] {
+  if (inodes.size === 0) return [];
+  const tables = ['/proc/net/tcp', '/proc/net/tcp6'].map((file) => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      return '';
+    }
+  });
+  return tables.flatMap((table) => parseTcpTable(table, inodes, remotePort));
+}
+
+/** The port of a postgres:// URL when its host is this machine's loopback, else undefined. */
+export function loopbackPort(url: string): number | undefined {
+  const parsed = new URL(url);
+  const local = ['127.0.0.1', 'localhost', '[::1]', ''].includes(parsed.hostname);
+  return local ? Number(parsed.port || 5432) : undefined;
 }

@@ -1,7 +1,14 @@
+/**
+ * Starting and stopping the servers under test, each pinned to the servers' core when
+ * taskset is there: plantstore (the built CLI, every feature on, default settings) and the
+ * yardsticks of bench/yardsticks/.
+ */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { PLANTSTORE_BIN, ROOT } from './seed.js';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+export const PLANTSTORE_BIN = `${ROOT}bin/plantstore`;
 
 const children = new Set<ChildProcess>();
 
@@ -20,7 +27,7 @@ export const hasTaskset = ((): boolean => {
   }
 })();
 
-/** Pins this process (the load generator) to `core`; false when taskset is unavailable. */
+/** Pins this process (the harness, beside wrk) to `core`; false when taskset is unavailable. */
 export function pinSelf(core: number): boolean {
   if (!hasTaskset) return false;
   execFileSync('taskset', ['-cp', String(core), String(process.pid)], { stdio: 'ignore' });
@@ -42,6 +49,7 @@ async function freePort(): Promise<number> {
 export interface Server {
   name: string;
   url: string;
+  pid: number;
   child: ChildProcess;
   /** Milliseconds from spawn to the first `/healthz` 200. */
   readyMs: number;
@@ -63,61 +71,54 @@ async function start(name: string, argv: string[], port: number, cores: string):
     ? ['taskset', ['-c', cores, process.execPath, ...argv]]
     : [process.execPath, argv];
   const started = performance.now();
-  const child = spawn(cmd as string, args as string[], {
-    cwd: ROOT,
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  // stdout (plantstore's request log, the yardsticks' URL) goes to /dev/null; stderr is shown.
+  const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
   children.add(child);
   const url = `http://127.0.0.1:${port}`;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode}`);
-    if (await healthy(url)) return { name, url, child, readyMs: performance.now() - started };
+    if (await healthy(url)) {
+      return { name, url, pid: child.pid!, child, readyMs: performance.now() - started };
+    }
     if (performance.now() - started > 30_000) throw new Error(`${name} not ready within 30 s`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
 
-/** A per-token limit no benchmark run reaches: 10^9 requests a minute. */
-export const BENCH_RATE_LIMIT = '1000000000/60s';
+/** What runs where: plantstore with its settings, or one of bench/yardsticks/. */
+export type ServerSpec =
+  | {
+      kind: 'plantstore';
+      /** SQLite file; or `databaseUrl` for PostgreSQL. */
+      db?: string;
+      databaseUrl?: string;
+      durability: 'power' | 'process';
+      logLevel: string;
+      workers?: number;
+    }
+  | { kind: 'bare-sqlite' | 'fastify-sqlite'; db: string }
+  | { kind: 'bare-postgres'; databaseUrl: string };
 
-export interface PlantstoreOptions {
-  /** SQLite file; or `databaseUrl` for PostgreSQL. */
-  db?: string;
-  databaseUrl?: string;
-  durability: 'power' | 'process';
-  logLevel: string;
-  cores: string;
-  workers?: number;
-}
-
-export async function startPlantstore(name: string, o: PlantstoreOptions): Promise<Server> {
-  const port = await freePort();
-  const argv = [PLANTSTORE_BIN, 'serve', '--port', String(port)];
-  if (o.databaseUrl !== undefined) argv.push('--database-url', o.databaseUrl);
-  else argv.push('--db', o.db ?? '');
-  argv.push('--durability', o.durability, '--log-level', o.logLevel);
-  // The rate limiter runs, so its cost is measured, but one token at full load never
-  // reaches this (the default, 100000 a minute, it would).
-  argv.push('--rate-limit', BENCH_RATE_LIMIT);
-  if (o.workers !== undefined) argv.push('--workers', String(o.workers));
-  return start(name, argv, port, o.cores);
-}
-
-export async function startReference(name: string, db: string, cores: string): Promise<Server> {
-  const port = await freePort();
-  const argv = ['--import', 'tsx', `${ROOT}bench/reference-server.ts`, '--db', db];
-  return start(name, [...argv, '--port', String(port)], port, cores);
-}
-
-/** Peak resident set size (VmHWM) of a live process, in MB; undefined where /proc lacks it. */
-export function peakRssMb(server: Server): number | undefined {
-  try {
-    const status = readFileSync(`/proc/${server.child.pid}/status`, 'utf8');
-    const kb = /^VmHWM:\s+(\d+) kB/m.exec(status)?.[1];
-    return kb === undefined ? undefined : Number(kb) / 1024;
-  } catch {
-    return undefined;
+function argvOf(spec: ServerSpec, port: number): string[] {
+  if (spec.kind !== 'plantstore') {
+    const where =
+      spec.kind === 'bare-postgres' ? ['--database-url', spec.databaseUrl] : ['--db', spec.db];
+    const script = `${ROOT}bench/yardsticks/${spec.kind}.ts`;
+    return ['--import', 'tsx', script, ...where, '--port', String(port)];
   }
+  const argv = [PLANTSTORE_BIN, 'serve', '--port', String(port)];
+  if (spec.databaseUrl !== undefined) argv.push('--database-url', spec.databaseUrl);
+  else argv.push('--db', spec.db ?? '');
+  // Every other setting is plantstore's default, the rate limits included: the load spreads
+  // over enough tokens that no token reaches its limit (see bench/README.md).
+  argv.push('--durability', spec.durability, '--log-level', spec.logLevel);
+  if (spec.workers !== undefined) argv.push('--workers', String(spec.workers));
+  return argv;
+}
+
+export async function startServer(name: string, spec: ServerSpec, cores: string): Promise<Server> {
+  const port = await freePort();
+  return start(name, argvOf(spec, port), port, cores);
 }
 
 /** Stops a server (SIGTERM) and waits for it to exit. */

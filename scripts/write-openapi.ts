@@ -1,5 +1,5 @@
 // Writes the served OpenAPI document to openapi.json at the repository root, in the
-// format test/openapi.test.ts compares against: `npm run openapi` after changing the API.
+// format test/http/openapi.test.ts compares against: `npm run openapi` after changing the API.
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { buildOpenApiDocument } from '../src/api/openapi.js';

@@ -16,9 +16,10 @@ import {
 } from './limits.js';
 import { corsDescription } from './openapi-preflight.js';
 
-// The prose at the top of the OpenAPI document (info.description): what a reader of the
-// reference needs before the operations. Every limit is read from the constant the server
-// enforces, so the two cannot disagree.
+// The prose at the top of the OpenAPI document (info.description). A reference page shows it
+// above the operations, so only what a caller needs first is open; the rules in full (limits,
+// headers, CORS, rate limits, the error catalogue) follow in a closed <details> section. Every
+// limit is read from the constant the server enforces, so the two cannot disagree.
 
 const { perToken, authFailures } = DEFAULT_RATE_LIMITS as {
   perToken: NonNullable<(typeof DEFAULT_RATE_LIMITS)['perToken']>;
@@ -34,9 +35,15 @@ const seconds = (ms: number) => `${ms / 1000} s`;
 export const description = `A plant store. Every plant is identified by a signed 64-bit integer id
 (${INT64_MIN} to ${INT64_MAX}), exact everywhere: in paths and query strings as a canonical
 decimal (no sign on positives, no leading zeros), in JSON as an integer (never a string).
+Every operation under /plants needs \`Authorization: Bearer <ACCESS_TOKEN>\` (\`plantstore
+token create\`); every error is \`{"error": <int32>, "message": <string>}\`.
 
-Every operation under /plants needs \`Authorization: Bearer <ACCESS_TOKEN>\`; reads need
-the scope \`plants:read\`, writes \`plants:write\`. Checks run in this order: routing (unknown
+<details>
+<summary>The rules in full: order of checks, limits, headers, CORS, rate limits, error catalogue</summary>
+
+## Order of checks
+
+Reads need the scope \`plants:read\`, writes \`plants:write\`. Checks run in this order: routing (unknown
 path \`404\`, unsupported method \`405\` with \`Allow\`), the client address's
 failed-authentication limit (\`429\`), authentication (\`401\`), the token's rate limit
 (\`429\`), scope (\`403\`), then input (\`400\`, \`413\`, \`415\`).
@@ -104,4 +111,6 @@ the address's on \`401\`s and on 42902.
 | error | status | name | meaning |
 |---|---|---|---|
 ${catalogueTable}
+
+</details>
 `;

@@ -68,7 +68,11 @@ export function preflightOperation(path: string, methods: readonly string[]): Js
     description: 'Any value: a preflight does not look at it.',
     schema: { type: 'string' },
   }));
-  const words = path.split(/[^A-Za-z0-9]+/).filter(Boolean);
+  // `/` is the root; `/docs/` must not take the name of `/docs`.
+  const words = [
+    ...path.split(/[^A-Za-z0-9]+/).filter(Boolean),
+    ...(path.endsWith('/') ? [path === '/' ? 'root' : 'slash'] : []),
+  ];
   return {
     operationId: `preflight${words.map((w) => w[0]!.toUpperCase() + w.slice(1)).join('')}`,
     summary: 'CORS preflight',

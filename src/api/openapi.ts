@@ -164,7 +164,13 @@ function operation(op: OperationSpec): Json {
       requestBody: {
         required: true,
         content: Object.fromEntries(
-          op.body.mediaTypes.map((type) => [type, { schema: toJson(op.body!.schema, false) }]),
+          op.body.mediaTypes.map((type) => [
+            type,
+            {
+              schema: toJson(op.body!.schema, false),
+              ...(op.body!.examples && { examples: op.body!.examples }),
+            },
+          ]),
         ),
       },
     }),

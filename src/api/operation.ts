@@ -34,7 +34,15 @@ export interface OperationSpec<
   scope: Scope | null;
   params?: P;
   query: Q;
-  body?: { schema: NonNullable<B>; mediaTypes: string[] };
+  body?: {
+    schema: NonNullable<B>;
+    mediaTypes: string[];
+    /**
+     * Bodies a reader can send as they are, by name: the reference page offers the first
+     * in "Try it out", where it would otherwise make one up from the schema.
+     */
+    examples?: Record<string, { summary: string; value: unknown }>;
+  };
   responses: Record<number, ResponseSpec>;
   /** Catalogue errors particular to this operation (the common ones are implied). */
   errors: ErrorName[];

@@ -48,7 +48,21 @@ export const createPlant = {
   tag: 'plants',
   scope: 'plants:write',
   query: NoQuery,
-  body: { schema: NewPlant, mediaTypes: JSON_TYPES },
+  body: {
+    schema: NewPlant,
+    mediaTypes: JSON_TYPES,
+    examples: {
+      assigned: {
+        summary: 'The server assigns the id',
+        value: { name: 'Fern', tag: 'shade' },
+      },
+      chosen: {
+        summary: 'An id of your own',
+        value: { id: 42, name: 'Monstera', tag: 'tropical' },
+      },
+      untagged: { summary: 'No tag', value: { name: 'Aloe' } },
+    },
+  },
   responses: {
     201: {
       description: 'The plant was created.',
@@ -88,7 +102,15 @@ export const updatePlant = {
   scope: 'plants:write',
   params: PlantParams,
   query: NoQuery,
-  body: { schema: PlantPatch, mediaTypes: ['application/merge-patch+json', 'application/json'] },
+  body: {
+    schema: PlantPatch,
+    mediaTypes: ['application/merge-patch+json', 'application/json'],
+    examples: {
+      rename: { summary: 'A new name, the tag kept', value: { name: 'Swiss cheese plant' } },
+      retag: { summary: 'A new tag', value: { tag: 'sun' } },
+      untag: { summary: 'The tag removed', value: { tag: null } },
+    },
+  },
   responses: {
     200: { description: 'The plant as updated.', schema: Plant, headers: ['ETag'] },
   },
@@ -173,7 +195,11 @@ export const getDocs = {
 } satisfies OperationSpec<undefined, typeof NoQuery, undefined>;
 
 export const DocsAssetParams = Type.Object(
-  { file: Type.String({ description: 'swagger-ui.css or swagger-ui-bundle.js' }) },
+  {
+    file: Type.String({
+      description: 'swagger-ui.css, swagger-ui-bundle.js or lossless-json.js',
+    }),
+  },
   { additionalProperties: false },
 );
 
@@ -182,7 +208,7 @@ export const getDocsAsset = {
   method: 'GET',
   path: '/docs/{file}',
   summary: 'Asset of the API reference page',
-  description: 'Script and style sheet of the reference page.',
+  description: 'Scripts and style sheet of the reference page.',
   tag: 'operations',
   scope: null,
   params: DocsAssetParams,
@@ -197,6 +223,41 @@ export const getDocsAsset = {
   errors: ['routeNotFound'],
 } satisfies OperationSpec<typeof DocsAssetParams, typeof NoQuery, undefined>;
 
+// The root and /docs/ only send a reader on to the reference page. The root's redirect is
+// temporary (302): the root may one day answer something of its own, and browsers keep a
+// permanent redirect for good. /docs/ is the same page as /docs for good, so that one is
+// permanent (308, which unlike 301 never turns a method into GET).
+
+export const getRoot = {
+  operationId: 'getRoot',
+  method: 'GET',
+  path: '/',
+  summary: 'Where to start',
+  description: 'Redirects to the API reference page, `/docs`.',
+  tag: 'operations',
+  scope: null,
+  query: NoQuery,
+  responses: {
+    302: { description: 'Found: the reference page is at `/docs`.', headers: ['Location'] },
+  },
+  errors: [],
+} satisfies OperationSpec<undefined, typeof NoQuery, undefined>;
+
+export const getDocsSlash = {
+  operationId: 'getDocsSlash',
+  method: 'GET',
+  path: '/docs/',
+  summary: 'The API reference page, with a trailing slash',
+  description: 'Redirects for good to `/docs`, the address of the reference page.',
+  tag: 'operations',
+  scope: null,
+  query: NoQuery,
+  responses: {
+    308: { description: 'Permanent Redirect: the page is at `/docs`.', headers: ['Location'] },
+  },
+  errors: [],
+} satisfies OperationSpec<undefined, typeof NoQuery, undefined>;
+
 /** Every operation the server routes, in the order the document lists them. */
 export const operations: readonly OperationSpec[] = [
   listPlants,
@@ -210,4 +271,6 @@ export const operations: readonly OperationSpec[] = [
   getOpenApi,
   getDocs,
   getDocsAsset,
+  getRoot,
+  getDocsSlash,
 ];

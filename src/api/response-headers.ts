@@ -11,7 +11,9 @@ export interface HeaderSpec {
 
 export const RESPONSE_HEADERS = {
   Location: {
-    description: 'Path of what was created, e.g. /plants/42 or /webhooks/7.',
+    description:
+      'Path of what the answer points to: what was created (`/plants/42`, `/webhooks/7`) on ' +
+      'a `201`, the page redirected to (`/docs`) on a `302` or `308`.',
     required: true,
     schema: { type: 'string', format: 'uri-reference' },
   },

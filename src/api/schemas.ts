@@ -12,6 +12,8 @@ export const Int64 = (options: { description?: string } = {}) =>
 export const PlantId = Int64({ description: 'Identifier of the plant, a signed 64-bit integer.' });
 
 const Name = Type.String({
+  // Without examples, the reference page fills bodies from the pattern: 100 random characters.
+  examples: ['Fern'],
   minLength: 1,
   maxLength: PLANT_LIMITS.nameMaxLength,
   // No U+0000 anywhere: PostgreSQL text cannot hold it, and the API answers alike on both.
@@ -24,6 +26,7 @@ const Name = Type.String({
 });
 
 const tagOptions = {
+  examples: ['shade'],
   minLength: 1,
   maxLength: PLANT_LIMITS.tagMaxLength,
   pattern: '^[^\\u0000]*$',
@@ -33,7 +36,11 @@ const Tag = Type.String(tagOptions);
 
 export const Plant = Type.Object(
   { id: PlantId, name: Name, tag: Type.Optional(Tag) },
-  { additionalProperties: false, description: 'A plant. `tag` is absent when the plant has none.' },
+  {
+    additionalProperties: false,
+    description: 'A plant. `tag` is absent when the plant has none.',
+    examples: [{ id: 42, name: 'Fern', tag: 'shade' }],
+  },
 );
 
 export const PlantList = Type.Array(Plant, { description: 'Plants in ascending id order.' });
@@ -41,12 +48,15 @@ export const PlantList = Type.Array(Plant, { description: 'Plants in ascending i
 export const NewPlant = Type.Object(
   {
     id: Type.Optional(
-      Int64({ description: 'Identifier to use; assigned by the server if absent.' }),
+      Int64({
+        description:
+          'Identifier to use. If absent, the server assigns one that no plant has or ever had.',
+      }),
     ),
     name: Name,
     tag: Type.Optional(Tag),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ name: 'Fern', tag: 'shade' }] },
 );
 
 export const PlantPatch = Type.Object(
@@ -63,6 +73,7 @@ export const PlantPatch = Type.Object(
   {
     additionalProperties: false,
     description: 'A JSON merge patch (RFC 7396): absent fields are left alone, null removes.',
+    examples: [{ name: 'Swiss cheese plant' }],
   },
 );
 

@@ -5,14 +5,8 @@ import type { AuditEntry, AuditQuery } from '../core/audit.js';
 import { parseInt64 } from '../core/int64.js';
 import type { Plant } from '../core/plant.js';
 import { parseDuration } from '../core/tokens.js';
-import { openStore } from '../store/open.js';
-import {
-  argument,
-  databaseUrlOption,
-  type DatabaseOptions,
-  dbOption,
-  storeConfig,
-} from './options.js';
+import { openDatabase } from './database.js';
+import { argument, databaseUrlOption, type DatabaseOptions, dbOption } from './options.js';
 import { forTerminal } from './terminal-text.js';
 
 interface AuditOptions extends DatabaseOptions {
@@ -69,8 +63,8 @@ const PAGE = 1000;
 export function auditCommand(): Command {
   return new Command('audit')
     .description(
-      'print the audit trail of plant writes (create, update, delete), oldest first: time, ' +
-        'token id, request id, and the plant before and after',
+      'print the audit trail of plant writes (create, update, delete) of an existing ' +
+        'database, oldest first: time, token id, request id, and the plant before and after',
     )
     .addOption(dbOption())
     .addOption(databaseUrlOption())
@@ -90,13 +84,13 @@ export function auditCommand(): Command {
       ),
     )
     .option('--json', 'one JSON object per line instead of text')
-    .action(async (options: AuditOptions) => {
+    .action(async (options: AuditOptions, command: Command) => {
       // `plantstore audit | head` closes the pipe early: that is the reader being done.
       process.stdout.on('error', (error: NodeJS.ErrnoException) => {
         if (error.code !== 'EPIPE') throw error;
         process.exit(0);
       });
-      const store = await openStore(storeConfig(options));
+      const { store } = await openDatabase(options, command, { create: false });
       try {
         const format = options.json ? entryJson : formatEntry;
         const query: AuditQuery = {

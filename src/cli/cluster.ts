@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import pino from 'pino';
 import { openStore, type StoreConfig } from '../store/open.js';
 import { STATEMENT_TIMEOUT_MS } from '../store/postgres/timeouts.js';
+import { type MetricsListen, serveClusterMetrics } from './metrics.js';
 
 /**
  * How long the primary waits for workers to stop before killing them: longer than a
@@ -17,9 +18,13 @@ const CRASH_LOOP_MS = 1_000;
 export interface PrimaryOptions {
   workers: number;
   store: StoreConfig;
+  /** The database as the start-up line names it (see cli/database.ts). */
+  databaseName: string;
   logLevel: string;
   /** The workers' --shutdown-grace. */
   shutdownGraceMs: number;
+  /** Where to serve the workers' metrics, summed (see metrics.ts). */
+  metrics?: MetricsListen;
 }
 
 /**
@@ -98,6 +103,10 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
 
+  if (options.metrics !== undefined) (await serveClusterMetrics(options.metrics, log)).unref();
   for (let i = 0; i < options.workers; i++) fork();
-  log.info({ workers: options.workers }, 'primary started');
+  log.info(
+    { workers: options.workers, database: options.databaseName },
+    `primary started; workers use ${options.databaseName}`,
+  );
 }

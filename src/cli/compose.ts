@@ -48,16 +48,19 @@ export function composeApp({
   // Nothing logs while the app is being built, so `app` is set before the first line.
   const log = laterLog(() => app.log);
   const counts = rateLimitCounts(rateLimits);
+  // One clock for the whole app: a test that moves it sees tokens expire and cached
+  // revocations lapse, as well as rate-limit windows end.
+  const { now } = options;
   const app = buildApp({
     ...options,
     plants: new PlantService(store.plants, store.idempotency, undefined, log),
-    tokens: new TokenService(store.tokens, undefined, log),
+    tokens: new TokenService(store.tokens, now && (() => new Date(now())), log),
     webhooks: new WebhookService(store.webhooks, webhookDestinations),
     rateLimitCounts: counts,
     ready: () => store.ping(),
   });
   if (counts.tokens !== undefined || counts.addresses !== undefined) {
-    const sync = new RateLimitSync(counts, store.rateLimits, log, options.now);
+    const sync = new RateLimitSync(counts, store.rateLimits, log, now);
     app.addHook('onReady', (done) => {
       sync.start();
       done();

@@ -1,9 +1,9 @@
 import cluster from 'node:cluster';
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import type { CorsOrigins } from '../api/cors-origins.js';
 import { DEFAULT_RATE_LIMITS, type RateLimit } from '../core/rate-limit.js';
 import { MAX_CONNECTIONS } from '../api/limits.js';
-import { openStore } from '../store/open.js';
 import type { Durability } from '../store/store.js';
 import {
   corsOriginsOption,
@@ -22,8 +22,12 @@ import {
   rateLimitOption,
   storeConfig,
   type TimeoutOptions,
+  USAGE,
 } from './options.js';
 import { auditCommand } from './audit-command.js';
+import { backupCommands } from './backup-commands.js';
+import { databaseName, named, withDatabase } from './database.js';
+import { plantsCommand } from './plants-command.js';
 import { tokenCommand } from './token-commands.js';
 import { type WebhookCommandOptions, webhookOptions } from './webhook-options.js';
 
@@ -40,18 +44,25 @@ interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions, WebhookCo
   rateLimit: RateLimit | false;
   authFailureLimit: RateLimit | false;
   trustProxy: string | false;
+  metricsPort?: number;
+  metricsHost: string;
 }
 
-/** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
-const USAGE = 2;
+/** The package's version: the one the served OpenAPI document declares too (a test holds them equal). */
+const VERSION = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  }
+).version;
 
 function program(): Command {
   const root = new Command('plantstore')
     .description('The plant store HTTP API and its administration.')
+    .version(VERSION, '-V, --version', 'print the version of plantstore')
     .showHelpAfterError()
     .exitOverride();
 
-  const serve = root
+  root
     .command('serve')
     .description('serve the API, creating and migrating the database if needed')
     .addOption(new Option('--host <host>', 'address to listen on').env('HOST').default('127.0.0.1'))
@@ -121,83 +132,111 @@ function program(): Command {
         .argParser(parseTrustProxy),
     )
     .addOption(
+      new Option(
+        '--metrics-port <port>',
+        'serve Prometheus metrics at GET /metrics on this port, a listener of its own (default: off)',
+      )
+        .env('PLANTSTORE_METRICS_PORT')
+        .argParser(parsePort),
+    )
+    .addOption(
+      new Option('--metrics-host <host>', 'address of the metrics listener')
+        .env('PLANTSTORE_METRICS_HOST')
+        .default('127.0.0.1'),
+    )
+    .addOption(
       new Option('--log-level <level>', 'pino log level')
         .env('LOG_LEVEL')
         .default('info')
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-    );
-  for (const option of webhookOptions()) serve.addOption(option);
-  serve.action(async (options: ServeCommandOptions) => {
-    const timeouts = edgeTimeouts(options);
-    if (typeof timeouts === 'string') {
-      process.stderr.write(`plantstore: ${timeouts}\n`);
-      process.exitCode = USAGE;
-      return;
-    }
-    const store = {
-      ...storeConfig(options),
-      durability: options.durability,
-      ...(options.poolSize !== undefined && { poolSize: options.poolSize }),
-    };
-    if (options.workers > 1 && options.databaseUrl === undefined && options.db === ':memory:') {
-      // Each worker would have a database of its own, and answers would depend on which.
-      process.stderr.write('plantstore: --workers needs a shared database, not --db :memory:\n');
-      process.exitCode = USAGE;
-      return;
-    }
-    if (options.workers > 1 && cluster.isPrimary) {
-      const { runPrimary } = await import('./cluster.js');
-      await runPrimary({
-        workers: options.workers,
+    )
+    .addOption(webhookOptions.timeout())
+    .addOption(webhookOptions.retrySchedule())
+    .addOption(webhookOptions.allowNetworks())
+    .addOption(webhookOptions.disableAfter())
+    .addOption(webhookOptions.retention())
+    .action(async (options: ServeCommandOptions, command: Command) => {
+      const timeouts = edgeTimeouts(options);
+      if (typeof timeouts === 'string') {
+        process.stderr.write(`plantstore: ${timeouts}\n`);
+        process.exitCode = USAGE;
+        return;
+      }
+      const store = {
+        ...storeConfig(options),
+        durability: options.durability,
+        ...(options.poolSize !== undefined && { poolSize: options.poolSize }),
+      };
+      if (options.workers > 1 && options.databaseUrl === undefined && options.db === ':memory:') {
+        // Each worker would have a database of its own, and answers would depend on which.
+        process.stderr.write('plantstore: --workers needs a shared database, not --db :memory:\n');
+        process.exitCode = USAGE;
+        return;
+      }
+      const metricsListen =
+        options.metricsPort === undefined
+          ? undefined
+          : { host: options.metricsHost, port: options.metricsPort };
+      if (options.workers > 1 && cluster.isPrimary) {
+        const { runPrimary } = await import('./cluster.js');
+        await runPrimary({
+          workers: options.workers,
+          store,
+          databaseName: databaseName(options, command),
+          logLevel: options.logLevel,
+          shutdownGraceMs: timeouts.shutdownGraceMs,
+          ...(metricsListen && { metrics: metricsListen }),
+        });
+        return;
+      }
+      // Loaded here so that token commands do not pay for the HTTP stack.
+      const { serve } = await import('./serve.js');
+      await serve({
+        host: options.host,
+        port: options.port,
         store,
+        databaseName: databaseName(options, command),
         logLevel: options.logLevel,
-        shutdownGraceMs: timeouts.shutdownGraceMs,
+        maxConnections: options.maxConnections,
+        ...timeouts,
+        ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
+        rateLimits: {
+          perToken: options.rateLimit || null,
+          authFailures: options.authFailureLimit || null,
+        },
+        trustProxy: options.trustProxy,
+        // A --workers worker reports to the primary, which alone listens.
+        ...(metricsListen && { metrics: cluster.isWorker ? 'to-primary' : metricsListen }),
+        webhooks: {
+          timeoutMs: options.webhookTimeout,
+          retryScheduleMs: options.webhookRetrySchedule,
+          allowNetworks: options.webhookAllowNetworks,
+          disableAfterMs: options.webhookDisableAfter,
+          retentionMs: options.webhookRetention,
+        },
       });
-      return;
-    }
-    // Loaded here so that token commands do not pay for the HTTP stack.
-    const { serve } = await import('./serve.js');
-    await serve({
-      host: options.host,
-      port: options.port,
-      store,
-      logLevel: options.logLevel,
-      maxConnections: options.maxConnections,
-      ...timeouts,
-      ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
-      rateLimits: {
-        perToken: options.rateLimit || null,
-        authFailures: options.authFailureLimit || null,
-      },
-      trustProxy: options.trustProxy,
-      webhooks: {
-        timeoutMs: options.webhookTimeout,
-        retryScheduleMs: options.webhookRetrySchedule,
-        allowNetworks: options.webhookAllowNetworks,
-        disableAfterMs: options.webhookDisableAfter,
-        retentionMs: options.webhookRetention,
-      },
     });
-  });
 
   root
     .command('migrate')
     .description('create the database or bring its schema up to date, then exit')
     .addOption(dbOption())
     .addOption(databaseUrlOption())
-    .action(async (options: DatabaseOptions) => {
-      const store = await openStore(storeConfig(options));
-      await store.close();
-      const { version, applied } = store.migration;
-      process.stderr.write(
-        applied.length === 0
-          ? `schema already at version ${version}\n`
-          : `applied ${applied.join(', ')}; schema at version ${version}\n`,
-      );
+    .action(async (options: DatabaseOptions, command: Command) => {
+      await withDatabase(options, command, { create: true }, async (database) => {
+        const { version, applied } = database.store.migration;
+        process.stderr.write(
+          applied.length === 0
+            ? `schema already at version ${version} in ${named(database)}\n`
+            : `applied ${applied.join(', ')}; schema at version ${version} in ${named(database)}\n`,
+        );
+      });
     });
 
   root.addCommand(tokenCommand());
   root.addCommand(auditCommand());
+  for (const command of backupCommands()) root.addCommand(command);
+  root.addCommand(plantsCommand());
   // Subcommands inherit neither exitOverride nor help-after-error; set them on each.
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
   for (const command of all(root)) command.exitOverride().showHelpAfterError();

@@ -15,6 +15,9 @@ import {
 } from '../api/limits.js';
 import { isPostgresUrl, type StoreConfig } from '../store/open.js';
 
+/** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
+export const USAGE = 2;
+
 /** Where the database is when neither --db nor PLANTSTORE_DB says. */
 export const DEFAULT_DB = './data/plantstore.db';
 
@@ -76,7 +79,11 @@ export const scopesOption = () =>
 
 export const expiresOption = () =>
   new Option('--expires-in <duration>', 'lifetime such as 90s, 15m, 12h, 30d, 8w').argParser(
-    argument(parseDuration),
+    argument((text) => {
+      // parseDuration's "not a duration" would be wrong: 0s is one, just too short to use.
+      if (/^0+[smhdw]$/.test(text)) throw new Error('--expires-in must be at least 1s');
+      return parseDuration(text);
+    }),
   );
 
 export const tokenIdArgument = argument((text) => {

@@ -1,7 +1,9 @@
 import pino from 'pino';
 import { redacted } from '../http/app.js';
 import { openStore, type StoreConfig } from '../store/open.js';
+import type { Store } from '../store/store.js';
 import { composeApp, type ComposeOptions } from './compose.js';
+import { type MetricsOption, startMetrics } from './metrics.js';
 import {
   type RunningDelivery,
   startDelivery,
@@ -26,9 +28,13 @@ export interface ServeOptions extends EdgeOptions {
   host: string;
   port: number;
   store: StoreConfig;
+  /** The database as the start-up line names it (see cli/database.ts). */
+  databaseName: string;
   logLevel: string;
   /** On shutdown, requests still running after this are cut off. */
   shutdownGraceMs: number;
+  /** Serve Prometheus metrics; nothing is measured when absent. */
+  metrics?: MetricsOption;
   webhooks: WebhookDelivery;
 }
 
@@ -42,20 +48,36 @@ export async function serve({
   host,
   port,
   store: storeConfig,
+  databaseName,
   logLevel,
   shutdownGraceMs,
+  metrics: metricsOption,
   webhooks,
   ...edge
 }: ServeOptions): Promise<void> {
   // One logger for the store, the services and the app, so that what the store says while
   // it opens (migrations, a pool connection lost) reaches the same log as the requests.
   const logger = pino(redacted({ level: logLevel }));
-  const store = await openStore(storeConfig, logger);
+  // The pool gauges read the store at each scrape, and the store is opened measured.
+  const opened: { store?: Store } = {};
+  const measuring =
+    metricsOption &&
+    (await startMetrics(metricsOption, () => opened.store?.connections?.(), logger));
+  const store = await openStore(storeConfig, logger, measuring?.metrics);
+  opened.store = store;
+  // Which database, and how safely it writes, said once: "Server listening" says neither,
+  // and a DATABASE_URL left in the environment would otherwise switch databases unseen.
+  const durability = storeConfig.durability ?? 'power';
+  logger.info(
+    { database: databaseName, durability },
+    `using ${databaseName}, durability ${durability}`,
+  );
   const app = composeApp({
     store,
     logger,
     webhookDestinations: webhookDestinations(webhooks),
     ...edge,
+    ...(measuring && { metrics: measuring.metrics }),
   });
   let delivery: RunningDelivery | undefined;
   let stopping = false;
@@ -69,6 +91,7 @@ export async function serve({
       setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
       await Promise.all([app.close(), delivery?.stop(shutdownGraceMs)]);
       await store.close();
+      await measuring?.close();
       app.log.info('stopped');
       process.exit(0);
     } catch (error) {
@@ -83,6 +106,7 @@ export async function serve({
     await app.listen({ host, port });
   } catch (error) {
     await store.close();
+    await measuring?.close();
     throw error;
   }
   // Started once the port is ours: a process that fails to start sends nothing.

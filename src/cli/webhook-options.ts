@@ -32,9 +32,9 @@ const bounded = (what: string, min: number, max: number) =>
     return ms;
   });
 
-/** The five options, in the order `serve --help` lists them. */
-export function webhookOptions(): Option[] {
-  return [
+/** The five options of `serve`, each made anew for the command that takes it. */
+export const webhookOptions = {
+  timeout: () =>
     new Option(
       '--webhook-timeout <duration>',
       'a webhook attempt, connection to answer, must end within this',
@@ -42,6 +42,7 @@ export function webhookOptions(): Option[] {
       .env('PLANTSTORE_WEBHOOK_TIMEOUT')
       .default(WEBHOOK_TIMEOUT_MS, formatDelay(WEBHOOK_TIMEOUT_MS))
       .argParser(bounded('--webhook-timeout', 1000, WEBHOOK_TIMEOUT_MAX_MS)),
+  retrySchedule: () =>
     new Option(
       '--webhook-retry-schedule <delays>',
       'delays before each further attempt of a failed webhook message, comma-separated',
@@ -49,6 +50,7 @@ export function webhookOptions(): Option[] {
       .env('PLANTSTORE_WEBHOOK_RETRY_SCHEDULE')
       .default([...DEFAULT_RETRY_SCHEDULE_MS], DEFAULT_RETRY_SCHEDULE_MS.map(formatDelay).join(','))
       .argParser(argument(parseRetrySchedule)),
+  allowNetworks: () =>
     new Option(
       '--webhook-allow-networks <cidrs>',
       'networks webhooks may reach besides public addresses (127.0.0.0/8,::1/128,10.0.0.0/8)',
@@ -56,6 +58,7 @@ export function webhookOptions(): Option[] {
       .env('PLANTSTORE_WEBHOOK_ALLOW_NETWORKS')
       .default([], 'none')
       .argParser(argument(parseNetworks)),
+  disableAfter: () =>
     new Option(
       '--webhook-disable-after <duration>',
       'disable a webhook endpoint whose attempts have all failed for this long',
@@ -63,6 +66,7 @@ export function webhookOptions(): Option[] {
       .env('PLANTSTORE_WEBHOOK_DISABLE_AFTER')
       .default(DISPATCH_DEFAULTS.disableAfterMs, formatDelay(DISPATCH_DEFAULTS.disableAfterMs))
       .argParser(bounded('--webhook-disable-after', 60_000, 365 * 86_400_000)),
+  retention: () =>
     new Option(
       '--webhook-retention <duration>',
       'delivered and failed webhook messages are deleted this long after they ended',
@@ -70,5 +74,4 @@ export function webhookOptions(): Option[] {
       .env('PLANTSTORE_WEBHOOK_RETENTION')
       .default(DISPATCH_DEFAULTS.retentionMs, formatDelay(DISPATCH_DEFAULTS.retentionMs))
       .argParser(bounded('--webhook-retention', 60_000, 10 * 365 * 86_400_000)),
-  ];
-}
+};

@@ -50,7 +50,7 @@ export const errorCatalogue = {
   plantExists: { code: 40901, message: 'A plant with this id already exists.' },
   idsExhausted: {
     code: 40902,
-    message: 'No server-assigned id is left above the largest id in use; supply an id.',
+    message: 'No server-assigned id is left; supply an id.',
   },
   idempotencyKeyInFlight: {
     code: 40903,

@@ -4,6 +4,9 @@ import type { Scope } from './scopes.js';
 /** Every token starts with this, so leaked tokens are easy to spot and grep for. */
 export const TOKEN_PREFIX = 'pst_';
 
+/** What generateToken makes: the prefix, then 256 bits in base64url. */
+export const TOKEN_FORMAT = /^pst_[A-Za-z0-9_-]{43}$/;
+
 /** What the store keeps of a token: never the token itself, only its hash. */
 export interface TokenRecord {
   id: number;

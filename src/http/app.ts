@@ -5,6 +5,7 @@ import Fastify, {
   type FastifyInstance,
   type FastifyServerOptions,
 } from 'fastify';
+import type { Metrics } from '../core/metrics.js';
 import type { PlantService } from '../service/plant-service.js';
 import type { RateLimitCounts } from '../service/rate-limit-sync.js';
 import type { TokenService } from '../service/token-service.js';
@@ -67,8 +68,13 @@ export interface AppOptions extends AppServices {
    * client address; false (the default) takes the address of the connection.
    */
   trustProxy?: string | false;
-  /** The clock of the rate limits, in Unix milliseconds (tests). */
+  /**
+   * The clock of the rate limits, in Unix milliseconds (tests); cli/compose.ts gives it to
+   * the token checks too.
+   */
   now?: () => number;
+  /** Where requests and rate-limit refusals are counted; nothing is measured by default. */
+  metrics?: Metrics;
 }
 
 /** Logger options with the Authorization header always removed from what is logged. */
@@ -110,16 +116,20 @@ export function buildApp({
   corsOrigins,
   trustProxy = false,
   now,
+  metrics,
 }: AppOptions): FastifyInstance {
-  const requestLog = new RequestLog();
+  const requestLog = new RequestLog(metrics);
   const cors = corsPolicy(corsOrigins);
   const connections = new ConnectionGuard({
     inFlight: IN_FLIGHT_PER_CONNECTION,
     pipelined: PIPELINED_PER_CONNECTION,
     sendTimeoutMs,
   });
+  // Requests are measured as they are logged, when Fastify reports them complete, which it
+  // does only for an app with a logger: a silent one, then, if there is nothing to log to.
+  const logs = logger === false && metrics !== undefined ? { level: 'silent' } : logger;
   const app = Fastify({
-    ...(isLogger(logger) ? { loggerInstance: logger } : { logger: logger && redacted(logger) }),
+    ...(isLogger(logs) ? { loggerInstance: logs } : { logger: logs && redacted(logs) }),
     logController: requestLog,
     childLoggerFactory: lazyChildLogger,
     genReqId: requestId,

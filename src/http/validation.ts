@@ -1,10 +1,15 @@
-import type { ErrorObject } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import { ApiError, type ErrorName } from '../core/errors.js';
-import { INT64_RANGE, parseInt64 } from '../core/int64.js';
+import { parseInt64 } from '../core/int64.js';
 import { addInt64Keyword, describesInt64, forBigIntValidation } from '../api/int64-schema.js';
+import {
+  type Owner,
+  type Part,
+  type Refusal,
+  validationMessage,
+} from '../api/validation-messages.js';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under NodeNext.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
@@ -63,38 +68,32 @@ function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce
 /** Path parameters are ids; which error a malformed one is depends on whose id it is. */
 const webhookPath = (url: string | undefined) => url?.startsWith('/webhooks') === true;
 
-function describe(error: ErrorObject | undefined, part: string, url?: string): string {
-  if (part === 'params') {
-    const whose = webhookPath(url) ? 'webhook endpoint and delivery ids' : 'plant id';
-    return `The ${whose} must be a decimal integer from ${INT64_RANGE}.`;
-  }
-  if (error === undefined) return `Invalid ${part}.`;
-  const where = error.instancePath.replace(/^\//, '').replaceAll('/', '.');
-  const { additionalProperty, missingProperty } = error.params as Record<string, string>;
-  const noun = part === 'querystring' ? 'query parameter' : 'property';
-  if (additionalProperty !== undefined) return `Unknown ${noun} "${additionalProperty}".`;
-  if (missingProperty !== undefined) return `Missing required ${noun} "${missingProperty}".`;
-  if (where === '') return `The ${part === 'body' ? 'request body' : 'query'} ${error.message}.`;
-  return `${part === 'body' ? 'Property' : 'Query parameter'} "${where}" ${error.message}.`;
-}
-
 /**
  * Fastify's validator compiler for every route: validates losslessly parsed bodies and
  * coerced path/query values against the same schemas the OpenAPI document publishes,
  * and answers with the catalogue error for the part that failed.
  */
-export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart, url }) => {
-  const part = httpPart ?? 'body';
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({
+  schema,
+  httpPart,
+  method,
+  url,
+}) => {
+  const part = (httpPart ?? 'body') as Part;
+  const owner: Owner = webhookPath(url) ? 'webhooks' : 'plants';
   const validate = ajv.compile(forBigIntValidation(schema as object));
   const coerce: Coerce =
     part === 'params' || part === 'querystring' ? stringCoercer(schema as object) : (d) => d;
   const errorName =
-    part === 'params' && webhookPath(url)
+    part === 'params' && owner === 'webhooks'
       ? 'malformedWebhookId'
       : (errorForPart[part] ?? 'invalidBody');
+  const properties = (schema as { properties?: Refusal['properties'] }).properties ?? {};
   return (data: unknown) => {
     const value = coerce(data);
     if (validate(value)) return { value };
-    return { error: new ApiError(errorName, describe(validate.errors?.[0], part, url)) };
+    const error = validate.errors?.[0];
+    const message = validationMessage({ part, owner, method, properties, error, value });
+    return { error: new ApiError(errorName, message) };
   };
 };

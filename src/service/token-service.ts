@@ -34,6 +34,9 @@ export class TokenService {
    * of a SHA-256 (the process sees every token in its requests anyway).
    */
   private readonly cache = new Map<string, { record: TokenRecord; until: number }>();
+  private readonly inFlight = new Map<string, Promise<TokenRecord | undefined>>();
+  /** Counts revocations made through this service, to spot a lookup that raced one. */
+  private revocations = 0;
 
   constructor(
     private readonly store: TokenStore,
@@ -82,13 +85,37 @@ export class TokenService {
     return cached !== undefined && isTokenUsable(cached.record, this.now());
   }
 
-  private async lookup(token: string, now: Date): Promise<TokenRecord | undefined> {
-    this.cache.delete(token);
+  /**
+   * One store query per token at a time, however many requests bring it meanwhile; the
+   * stale entry stays until the answer comes, so `knownValid` keeps holding for a client
+   * whose token is being re-checked.
+   */
+  private lookup(token: string, now: Date): Promise<TokenRecord | undefined> {
+    let pending = this.inFlight.get(token);
+    if (pending === undefined) {
+      pending = this.fetch(token, now).finally(() => this.inFlight.delete(token));
+      this.inFlight.set(token, pending);
+    }
+    return pending.then((record) => this.checked(record, now));
+  }
+
+  private async fetch(token: string, now: Date): Promise<TokenRecord | undefined> {
+    const revocations = this.revocations;
     const record = await this.store.findByHash(hashToken(token));
-    // Unknown tokens are not cached: guessing must not fill the cache.
-    if (record === undefined) return undefined;
+    // Unknown tokens are not cached: guessing must not fill the cache. A revocation through
+    // this service while the query ran may not be in its answer: don't cache that answer.
+    if (record === undefined || revocations !== this.revocations) {
+      this.cache.delete(token);
+      return record;
+    }
+    this.cache.delete(token);
     if (this.cache.size >= TOKEN_CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(token, { record, until: now.getTime() + TOKEN_CACHE_TTL_MS });
+    return record;
+  }
+
+  private checked(record: TokenRecord | undefined, now: Date): TokenRecord | undefined {
+    if (record === undefined) return undefined;
     return this.touchDue(record, now.getTime()) ? this.touched(record, now) : usable(record, now);
   }
 
@@ -112,9 +139,20 @@ export class TokenService {
     return this.store.list();
   }
 
+  /**
+   * Revokes a token found by its hash, for whoever holds a leaked token but not its id;
+   * `record` is the token as it was found.
+   */
+  async revokeToken(token: string): Promise<{ outcome: RevokeOutcome; record?: TokenRecord }> {
+    const record = await this.store.findByHash(hashToken(token));
+    if (record === undefined) return { outcome: 'not-found' };
+    return { outcome: await this.revoke(record.id), record };
+  }
+
   /** Revokes a token; through this service, it is refused from the next request on. */
   async revoke(id: number): Promise<RevokeOutcome> {
     const outcome = await this.store.revoke(id, this.now());
+    this.revocations += 1;
     for (const [token, { record }] of this.cache) if (record.id === id) this.cache.delete(token);
     return outcome;
   }

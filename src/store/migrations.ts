@@ -38,8 +38,23 @@ export function assertNotNewer(applied: number, migrations: Migration[]): void {
   }
 }
 
-/** What a migration run did: the schema version after it, and the versions it applied. */
+/**
+ * What a migration run did: the schema version before it (0: the database had no schema,
+ * so this run created it) and after it, and the versions it applied.
+ */
 export interface MigrationReport {
+  from: number;
   version: number;
   applied: number[];
+}
+
+/**
+ * Opened with `create: false`, the database holds no plantstore schema, or there is no
+ * database at all: a command that only reads must not make one where a path was mistyped.
+ */
+export class NoDatabaseError extends Error {
+  constructor(where: string) {
+    super(`no plantstore database ${where}`);
+    this.name = 'NoDatabaseError';
+  }
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +39,16 @@ export function cleanEnv(): NodeJS.ProcessEnv {
     'PLANTSTORE_WEBHOOK_RETENTION',
   ]);
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
+}
+
+/**
+ * Waits, if need be, until the current day (UTC) has more than `ms` left, so a test using
+ * day-long rate-limit windows cannot see its window end halfway. (A server process runs on
+ * the real clock; a test in-process gives the app a clock instead.)
+ */
+export async function awayFromMidnight(ms: number): Promise<void> {
+  const left = 86_400_000 - (Date.now() % 86_400_000);
+  if (left < ms) await sleep(left + 100);
 }
 
 /** Resolves after `ms` without keeping the test process alive. */
@@ -141,6 +152,28 @@ export async function startServer(t: TestContext, args: string[], extraPids: num
   assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
   const server: Server = { child, url, logs, exited, waitForLog };
   return server;
+}
+
+/**
+ * Resolves once `server` refuses new connections: it has stopped listening, as it does
+ * first when it shuts down. (Polled: nothing outside the process says so sooner.)
+ */
+export async function stoppedListening(server: Server, ms = 10_000): Promise<void> {
+  const { hostname, port } = new URL(server.url);
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = connect(Number(port), hostname);
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', () => resolve(true));
+    });
+    if (refused) return;
+    assert.ok(Date.now() < deadline, `${server.url} still accepts connections after ${ms} ms`);
+    await sleep(20);
+  }
 }
 
 /** Runs the CLI to completion; rejects on a non-zero exit. */

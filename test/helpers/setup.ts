@@ -1,15 +1,16 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TestContext } from 'node:test';
+import { describe, type TestContext } from 'node:test';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Scope } from '../../src/core/scopes.js';
 import { type ComposeOptions, composeApp } from '../../src/cli/compose.js';
 import { parseJson } from '../../src/api/json.js';
 import { TokenService } from '../../src/service/token-service.js';
-import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Store } from '../../src/store/store.js';
+import { type Backend, BACKENDS, sqliteDatabase, type TestDatabase } from './backends.js';
 import { OpenApiValidator } from './openapi-validator.js';
+import { makeTempDir } from './temp-dir.js';
+
+export { makeTempDir };
 
 export interface Call extends Omit<InjectOptions, 'url' | 'method'> {
   method: string;
@@ -23,8 +24,9 @@ export interface Call extends Omit<InjectOptions, 'url' | 'method'> {
 export interface TestApp {
   app: FastifyInstance;
   store: Store;
-  /** The SQLite database file. */
-  file: string;
+  /** The database the app is on: `database.args` names it to the CLI. */
+  database: TestDatabase;
+  /** Issues and revokes tokens on the app's database (and clock), as the CLI would. */
   tokens: TokenService;
   /** The token with every scope that `call` sends by default. */
   token: string;
@@ -34,26 +36,57 @@ export interface TestApp {
   call(call: Call): Promise<LightMyRequestResponse>;
 }
 
-export function makeTempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'plantstore-test-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
+export interface SqliteTestApp extends TestApp {
+  /** The SQLite database file. */
+  file: string;
 }
 
+export type AppOptions = Omit<ComposeOptions, 'store'>;
+
+/** A fresh app on a fresh database, closed when the test ends. */
+export type Setup = (t: TestContext, options?: AppOptions) => Promise<TestApp>;
+
 /** A fresh app on a fresh SQLite database, closed when the test ends. */
-export async function setup(
-  t: TestContext,
-  options: Omit<ComposeOptions, 'store'> = {},
-): Promise<TestApp> {
+export async function setup(t: TestContext, options: AppOptions = {}): Promise<SqliteTestApp> {
   const file = join(makeTempDir(t), 'test.db');
-  const store = openSqliteStore({ file });
+  return { ...(await start(t, options, sqliteDatabase(file))), file };
+}
+
+/** `setup` on a fresh database of `backend` (a SQLite file, a PostgreSQL schema). */
+export const setupOn =
+  (backend: Backend): Setup =>
+  async (t, options = {}) => {
+    return start(t, options, await backend.fresh(t));
+  };
+
+/**
+ * Declares `suite` once for each backend, in a describe named after it, as kysely loops
+ * its dialects: the suite's tests call the `setup` it is given. Where a backend is not
+ * available (no PostgreSQL to test on), its describe is skipped, and says why.
+ */
+export function forEachBackend(suite: (backend: { name: string; setup: Setup }) => void): void {
+  for (const backend of BACKENDS) {
+    describe(backend.name, { skip: backend.skip }, () =>
+      suite({ name: backend.name, setup: setupOn(backend) }),
+    );
+  }
+}
+
+async function start(
+  t: TestContext,
+  options: AppOptions,
+  database: TestDatabase,
+): Promise<TestApp> {
+  const store = await database.open();
   const app = composeApp({ ...options, store });
   t.after(async () => {
     await app.close();
     await store.close();
   });
   await app.ready();
-  const tokens = new TokenService(store.tokens);
+  // On the app's clock, if the test gave one: a token lives by the time the app sees.
+  const { now } = options;
+  const tokens = new TokenService(store.tokens, now && (() => new Date(now())));
   const newToken = async (
     scopes: Scope[] = ['plants:read', 'plants:write'],
     expiresInMs: number | null = null,
@@ -77,7 +110,7 @@ export async function setup(
     validator.check(rest.method, rest.url, res);
     return res;
   };
-  return { app, store, file, tokens, token, newToken, call };
+  return { app, store, database, tokens, token, newToken, call };
 }
 
 /** The body parsed with exact int64s. */

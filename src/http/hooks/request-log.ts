@@ -5,6 +5,7 @@ import {
   type FastifyRequest,
   LogController,
 } from 'fastify';
+import { type Metrics, noMetrics } from '../../core/metrics.js';
 
 const REQUEST_ID_LABEL = 'reqId';
 
@@ -15,7 +16,7 @@ const REQUEST_ID_LABEL = 'reqId';
  * so neither is the Authorization header.
  */
 export class RequestLog extends LogController {
-  constructor() {
+  constructor(private readonly metrics: Metrics = noMetrics) {
     super({ requestIdLogLabel: REQUEST_ID_LABEL });
   }
 
@@ -29,10 +30,12 @@ export class RequestLog extends LogController {
     // Through the root logger with the id in the line: building a child logger for
     // every request only to write this one line costs more than the line.
     const log = request.server.log;
+    const route = request.routeOptions.url ?? null;
+    this.measure(route, request, reply);
     const entry = {
       [REQUEST_ID_LABEL]: request.id,
       method: request.method,
-      route: request.routeOptions.url ?? null,
+      route,
       url: request.url,
       status: reply.statusCode,
       durationMs: Math.round(reply.elapsedTime * 100) / 100,
@@ -42,6 +45,16 @@ export class RequestLog extends LogController {
     };
     if (error) log.error({ ...entry, err: error }, 'request');
     else log.info(entry, 'request');
+  }
+
+  private measure(route: string | null, request: FastifyRequest, reply: FastifyReply): void {
+    const status = reply.statusCode;
+    // Paths that match no route are one label, not one per path a scanner tries.
+    this.metrics.request(route ?? 'unmatched', request.method, status, reply.elapsedTime / 1000);
+    if (status !== 429) return;
+    // The limit that refused is the one its RateLimit-Policy field names.
+    const policy = /^"([^"]*)"/.exec(String(reply.getHeader('ratelimit-policy') ?? ''));
+    if (policy !== null) this.metrics.rateLimited(policy[1]!);
   }
 }
 

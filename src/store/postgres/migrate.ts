@@ -1,7 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Log } from '../../core/log.js';
-import { assertNotNewer, type Migration, type MigrationReport } from '../migrations.js';
+import {
+  assertNotNewer,
+  type Migration,
+  type MigrationReport,
+  NoDatabaseError,
+} from '../migrations.js';
 
 /**
  * The advisory lock every plantstore takes to migrate: instances starting together on an
@@ -17,12 +22,14 @@ const LOCK_POLL_MS = 200;
 /**
  * Brings the database (the schema first on the connection's search_path) to the newest
  * version, each migration in its own transaction. Runs on a connection of its own, without
- * the request timeouts: a migration may legitimately take longer than a request.
+ * the request timeouts: a migration may legitimately take longer than a request. With
+ * `create` false, a database plantstore never migrated is refused (NoDatabaseError).
  */
 export async function migratePostgres(
   url: string,
   migrations: Migration[],
   log: Log,
+  { create = true }: { create?: boolean } = {},
 ): Promise<MigrationReport> {
   const client = new pg.Client({ connectionString: url, application_name: 'plantstore migrate' });
   // A connection lost mid-migration must fail the migration (its query fails too), not
@@ -33,6 +40,7 @@ export async function migratePostgres(
   await client.connect();
   try {
     await assertUtf8(client);
+    if (!create) await assertMigrated(client);
     await lock(client);
     try {
       return await migrateLocked(client, migrations, log);
@@ -63,6 +71,18 @@ async function assertUtf8(client: pg.Client): Promise<void> {
   }
 }
 
+async function assertMigrated(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ migrated: boolean; db: string; schema: string | null }>(
+    `SELECT to_regclass('schema_migrations') IS NOT NULL AS migrated,
+            current_database() AS db, current_schema() AS schema`,
+  );
+  const { migrated, db, schema } = rows[0]!;
+  if (migrated) return;
+  const where =
+    schema === null ? ', where no schema of the search_path exists' : `, schema "${schema}"`;
+  throw new NoDatabaseError(`in PostgreSQL database "${db}"${where}`);
+}
+
 /** Applies the migrations the database lacks; the caller holds the migration lock. */
 async function migrateLocked(
   client: pg.Client,
@@ -77,7 +97,8 @@ async function migrateLocked(
         'SELECT coalesce(max(version), 0) AS v FROM schema_migrations',
       )
     ).rows[0]!.v;
-  assertNotNewer(await version(), migrations);
+  const from = await version();
+  assertNotNewer(from, migrations);
   const done = new Set(
     (await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map(
       (row) => row.version,
@@ -91,7 +112,7 @@ async function migrateLocked(
     await apply(client, migration, log);
     applied.push(migration.version);
   }
-  return { version: await version(), applied };
+  return { from, version: await version(), applied };
 }
 
 /** Applies one migration and records it, in one transaction. */

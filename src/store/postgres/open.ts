@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { parseIntoClientConfig } from 'pg-connection-string';
 import { type Log, silentLog } from '../../core/log.js';
+import { type Metrics, noMetrics } from '../../core/metrics.js';
 import { loadMigrations } from '../migrations.js';
 import type { Durability, Store } from '../store.js';
 import { postgresAudit } from './audit.js';
@@ -22,6 +23,8 @@ export interface PostgresOptions {
   durability?: Durability;
   /** Connections this process keeps at most. */
   poolSize?: number;
+  /** false: refuse (NoDatabaseError) a database plantstore never migrated. */
+  create?: boolean;
 }
 
 const INT8_OID = 20;
@@ -58,12 +61,13 @@ export function connectionConfig(url: string, durability: Durability): pg.Client
  * cleanup after a migration.
  */
 export async function openPostgresStore(
-  { url, durability = 'power', poolSize = DEFAULT_POOL_SIZE }: PostgresOptions,
+  { url, durability = 'power', poolSize = DEFAULT_POOL_SIZE, create = true }: PostgresOptions,
   log: Log = silentLog,
+  metrics: Metrics = noMetrics,
 ): Promise<Store> {
-  const migration = await migratePostgres(url, loadMigrations('postgres'), log);
+  const migration = await migratePostgres(url, loadMigrations('postgres'), log, { create });
   const pool = createPool(url, durability, poolSize, log);
-  const query = poolQuery(pool);
+  const query = poolQuery(pool, metrics);
   let closed = false;
   const signal = new MessageSignal(log);
   const wake = () => signal.fire();
@@ -87,6 +91,12 @@ export async function openPostgresStore(
     async ping() {
       await query('ping', 'SELECT 1', []);
     },
+    connections: () => ({
+      open: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+      max: poolSize,
+    }),
     async close() {
       if (closed) return;
       closed = true;

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import type { WriteOrigin } from '../../core/audit.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
 import { type PlantRow, toPlant } from '../rows.js';
@@ -30,8 +30,8 @@ const KEY_HELD = `held AS (
   allowed AS (SELECT $7::text IS NULL OR EXISTS (SELECT 1 FROM held) AS ok)`;
 
 // The create's audit entry and the settling of its key, then the created plant (none if
-// nothing was created) and whether the key was held.
-const AFTER_CREATE = `audited AS (
+// nothing was created), whether the key was held, and the id a server create drew.
+const afterCreate = (drawn: string) => `audited AS (
     ${AUDIT_INSERT}
     SELECT $3::timestamptz, 'create', id, $4::bigint, $5::text, NULL, NULL, name, tag FROM created),
   settled AS (
@@ -39,12 +39,14 @@ const AFTER_CREATE = `audited AS (
       plant_tag = c.tag
     FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL),
   ${outboxCtes('plant.created', 'created', '$3::timestamptz')}
-  SELECT c.id, c.name, c.tag, a.ok AS allowed, ${MESSAGES_WRITTEN}
+  SELECT c.id, c.name, c.tag, a.ok AS allowed, ${MESSAGES_WRITTEN}, ${drawn} AS drawn
   FROM allowed a LEFT JOIN created c ON true`;
 
 /** What a create answers: the plant if one was created. */
 interface CreateRow extends Partial<PlantRow>, Outboxed {
   allowed: boolean;
+  /** The id a server create drew, also when it was taken and nothing was created. */
+  drawn: bigint | null;
 }
 
 /** How many webhook messages a write added (see outboxCtes). */
@@ -52,7 +54,7 @@ interface Outboxed {
   messages: bigint;
 }
 
-/** The parameters AFTER_CREATE and the other audited writes take, from the write's options. */
+/** The parameters afterCreate and the other audited writes take, from the write's options. */
 const origin = (by: WriteOrigin | undefined) => [
   new Date(),
   by?.tokenId ?? null,
@@ -71,7 +73,7 @@ interface WriteRow extends Partial<PlantRow>, Outboxed {
   old_id: bigint;
 }
 
-/** The plant a create made, or why it made none. */
+/** The plant a client create made, or why it made none. */
 function created(row: CreateRow, refusal: () => Error): Plant {
   if (!row.allowed) throw new KeyNotHeldError();
   if (row.id === null || row.id === undefined) throw refusal();
@@ -80,26 +82,50 @@ function created(row: CreateRow, refusal: () => Error): Plant {
 
 const page = (where: string) => `SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT $1`;
 
+// A server create claims the id it draws in plant_ids_taken before it creates the plant: an
+// id some plant has or had is taken already, and then nothing is created (see the migration),
+// nor when a plant inserted by hand, unrecorded, holds the id. `drawn` is MATERIALIZED so
+// that nextval runs once.
 const INSERT_NEW = `WITH ${KEY_HELD},
-  next AS (
-    UPDATE plant_ids SET high = high + 1
-    WHERE high < 9223372036854775807 AND (SELECT ok FROM allowed) RETURNING high),
+  drawn AS MATERIALIZED (
+    SELECT nextval('plant_id_seq') AS id WHERE (SELECT ok FROM allowed)),
+  claimed AS (
+    INSERT INTO plant_ids_taken (id) SELECT id FROM drawn
+    ON CONFLICT DO NOTHING RETURNING id),
   created AS (
-    INSERT INTO plants (id, name, tag) SELECT high, $1, $2 FROM next
-    RETURNING ${COLUMNS}),
-  ${AFTER_CREATE}`;
-
-// The INSERT reads from `bump`, so the plant_ids row is locked before the plants row: the
-// same order as INSERT_NEW (see the migration).
-const INSERT_WITH_ID = `WITH ${KEY_HELD},
-  bump AS (
-    UPDATE plant_ids SET high = greatest(high, $8::bigint)
-    WHERE (SELECT ok FROM allowed) RETURNING high),
-  created AS (
-    INSERT INTO plants (id, name, tag) SELECT $8::bigint, $1, $2 FROM bump
+    INSERT INTO plants (id, name, tag) SELECT id, $1, $2 FROM claimed
     ON CONFLICT (id) DO NOTHING
     RETURNING ${COLUMNS}),
-  ${AFTER_CREATE}`;
+  ${afterCreate('(SELECT id FROM drawn)')}`;
+
+// How many taken ids one skip reads at most, so that a long run of them is skipped in
+// statements that each stay short.
+const SKIP_WINDOW = 10_000;
+
+// The run of taken ids that starts at the id drawn ($1), up to SKIP_WINDOW of them (the ids
+// whose distance from $1 is their rank less one), and the sequence set to its end, unless
+// another create has moved it further already. Should it move the sequence back all the
+// same (the two are read apart), the ids drawn again are taken, and skipped in turn.
+const SKIP_TAKEN = `SELECT setval('plant_id_seq', run.last) FROM (
+    SELECT max(id) AS last FROM (
+      SELECT id, row_number() OVER (ORDER BY id) AS pos FROM plant_ids_taken
+      WHERE id >= $1::bigint ORDER BY id LIMIT ${SKIP_WINDOW}) ids
+    WHERE id - $1::bigint + 1 = pos) run, plant_id_seq
+  WHERE run.last > plant_id_seq.last_value`;
+
+// A client create records its id as taken before it creates the plant (`recorded` is read to
+// the end first), taking its locks in the same order as a server create.
+const INSERT_WITH_ID = `WITH ${KEY_HELD},
+  recorded AS (
+    INSERT INTO plant_ids_taken (id) SELECT $8::bigint WHERE (SELECT ok FROM allowed)
+    ON CONFLICT DO NOTHING RETURNING id),
+  created AS (
+    INSERT INTO plants (id, name, tag)
+    SELECT $8::bigint, $1, $2 FROM (SELECT count(*) FROM recorded) r
+    WHERE (SELECT ok FROM allowed)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING ${COLUMNS}),
+  ${afterCreate('NULL::bigint')}`;
 
 const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   changed AS (
@@ -162,22 +188,46 @@ async function insert(
   { id, name, tag }: NewPlant,
   { by, idempotencyKey }: InsertOptions = {},
 ): Promise<Plant> {
-  const after = [...origin(by), idempotencyKey?.tokenId ?? null, idempotencyKey?.key ?? null];
-  if (id === undefined) {
-    const { rows } = await query<CreateRow>('plants.insertNew', INSERT_NEW, [
-      name,
-      tag ?? null,
-      ...after,
-    ]);
-    return created(rows[0]!, () => new IdsExhaustedError());
-  }
-  const { rows } = await query<CreateRow>('plants.insertWithId', INSERT_WITH_ID, [
+  const values = [
     name,
     tag ?? null,
-    ...after,
+    ...origin(by),
+    idempotencyKey?.tokenId ?? null,
+    idempotencyKey?.key ?? null,
+  ];
+  if (id === undefined) return insertNew(query, values);
+  const { rows } = await query<CreateRow>('plants.insertWithId', INSERT_WITH_ID, [
+    ...values,
     id.toString(),
   ]);
   return created(rows[0]!, () => new PlantExistsError(id));
+}
+
+/**
+ * A create with the next id of the sequence that no plant has or had: each try that draws a
+ * taken id moves the sequence past the run of taken ids it starts, then tries again.
+ */
+async function insertNew(query: Query, values: unknown[]): Promise<Plant> {
+  for (;;) {
+    const row = (await drawAndCreate(query, values))[0]!;
+    if (!row.allowed) throw new KeyNotHeldError();
+    if (row.id !== null && row.id !== undefined) return toPlant(row as PlantRow);
+    await query('plants.skipTaken', SKIP_TAKEN, [row.drawn!.toString()]);
+  }
+}
+
+/** SQLSTATE of nextval past the sequence's MAXVALUE: every id up to the int64 maximum is used. */
+const SEQUENCE_EXHAUSTED = '2200H';
+
+async function drawAndCreate(query: Query, values: unknown[]): Promise<CreateRow[]> {
+  try {
+    return (await query<CreateRow>('plants.insertNew', INSERT_NEW, values)).rows;
+  } catch (error) {
+    if (error instanceof pg.DatabaseError && error.code === SEQUENCE_EXHAUSTED) {
+      throw new IdsExhaustedError();
+    }
+    throw error;
+  }
 }
 
 async function list(query: Query, { limit, after, tag }: PlantQuery): Promise<Plant[]> {

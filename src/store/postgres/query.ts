@@ -2,6 +2,7 @@
 // pool, with "cannot reach the database" turned into StoreUnavailableError.
 
 import pg from 'pg';
+import { type Metrics, noMetrics, secondsSince } from '../../core/metrics.js';
 import { StoreUnavailableError } from '../store.js';
 
 export type Query = <R extends pg.QueryResultRow>(
@@ -39,8 +40,24 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Runs each statement on a connection of the pool, as a prepared statement of that name. */
-export function poolQuery(pool: pg.Pool): Query {
-  return <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
-    guard(() => pool.query<R>({ name, text, values }));
+/**
+ * Runs each statement on a connection of the pool, as a prepared statement of that name,
+ * timing it (waiting for a connection included) by that name.
+ */
+export function poolQuery(pool: pg.Pool, metrics: Metrics = noMetrics): Query {
+  if (metrics === noMetrics) {
+    return <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
+      guard(() => pool.query<R>({ name, text, values }));
+  }
+  return async <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) => {
+    const start = process.hrtime.bigint();
+    let ok = false;
+    try {
+      const result = await guard(() => pool.query<R>({ name, text, values }));
+      ok = true;
+      return result;
+    } finally {
+      metrics.statement(name, secondsSince(start, process.hrtime.bigint()), ok);
+    }
+  };
 }

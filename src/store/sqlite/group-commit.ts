@@ -1,4 +1,6 @@
 import type Database from 'better-sqlite3';
+import { type Log, silentLog } from '../../core/log.js';
+import { type Metrics, noMetrics, secondsSince } from '../../core/metrics.js';
 
 interface PendingWrite {
   write: () => unknown;
@@ -26,7 +28,11 @@ export class GroupCommit {
   private readonly release: Database.Statement;
   private readonly rollbackTo: Database.Statement;
 
-  constructor(private readonly db: Database.Database) {
+  constructor(
+    private readonly db: Database.Database,
+    private readonly log: Log = silentLog,
+    private readonly metrics: Metrics = noMetrics,
+  ) {
     this.begin = db.prepare('BEGIN IMMEDIATE');
     this.commit = db.prepare('COMMIT');
     this.savepoint = db.prepare('SAVEPOINT write');
@@ -58,10 +64,12 @@ export class GroupCommit {
     try {
       this.begin.run();
       for (const { write } of batch) outcomes.push(this.attempt(write));
+      const committing = process.hrtime.bigint();
       this.commit.run();
+      this.metrics.groupCommit(batch.length, secondsSince(committing, process.hrtime.bigint()));
       this.commits += 1;
     } catch (error) {
-      if (this.db.inTransaction) this.db.exec('ROLLBACK');
+      this.rollback(error);
       for (const pending of batch) pending.reject(error);
       return;
     }
@@ -70,6 +78,19 @@ export class GroupCommit {
       if (ok) pending.resolve(value);
       else pending.reject(value);
     });
+  }
+
+  /**
+   * Ends a failed batch's transaction. flush runs from setImmediate, so an error thrown here
+   * would be uncaught and end the process: a ROLLBACK that fails too (a disk gone, say) is
+   * logged, and the batch's writes are refused with the commit's error all the same.
+   */
+  private rollback(cause: unknown): void {
+    try {
+      if (this.db.inTransaction) this.db.exec('ROLLBACK');
+    } catch (error) {
+      this.log.error({ err: error, cause }, 'could not roll back a failed group commit');
+    }
   }
 
   private attempt(write: () => unknown): { ok: boolean; value: unknown } {

@@ -14,7 +14,8 @@ export function migrateSqlite(db: Database.Database, migrations: Migration[]): M
     .pluck()
     .safeIntegers(false);
   const version = () => (current.get() as number | null) ?? 0;
-  assertNotNewer(version(), migrations);
+  const from = version();
+  assertNotNewer(from, migrations);
   const record = db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)');
   const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?');
   const applied: number[] = [];
@@ -28,5 +29,5 @@ export function migrateSqlite(db: Database.Database, migrations: Migration[]): M
       applied.push(migration.version);
     }).immediate();
   }
-  return { version: version(), applied };
+  return { from, version: version(), applied };
 }

@@ -1,13 +1,15 @@
+import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { type Log, silentLog } from '../../core/log.js';
-import { loadMigrations, type MigrationReport } from '../migrations.js';
+import { type Metrics, noMetrics } from '../../core/metrics.js';
+import { loadMigrations, type MigrationReport, NoDatabaseError } from '../migrations.js';
 import type { Durability, Store } from '../store.js';
 import { sqliteAudit } from './audit.js';
 import { GroupCommit } from './group-commit.js';
 import { sqliteIdempotency } from './idempotency.js';
 import { migrateSqlite } from './migrate.js';
 import { sqlitePlants } from './plants.js';
-import { createPrivately } from './private-files.js';
+import { createPrivately, databaseFileExists } from './private-files.js';
 import { guard } from './query.js';
 import { sqliteTokens } from './tokens.js';
 import { MessageSignal } from '../webhook-rows.js';
@@ -21,6 +23,8 @@ export interface SqliteOptions {
   /** Path of the database file; created (0600) with its directory (0700) if missing. */
   file: string;
   durability?: Durability;
+  /** false: refuse (NoDatabaseError) a file that is missing or holds no plantstore schema. */
+  create?: boolean;
 }
 
 /**
@@ -28,20 +32,12 @@ export interface SqliteOptions {
  * failures the store gets over by itself: a database that fails to close after a failed open.
  */
 export function openSqliteStore(
-  { file, durability = 'power' }: SqliteOptions,
+  { file, durability = 'power', create = true }: SqliteOptions,
   log: Log = silentLog,
+  metrics: Metrics = noMetrics,
 ): Store {
-  if (file !== ':memory:') createPrivately(file);
-  const db = new Database(file);
-  let migration: MigrationReport;
-  try {
-    configure(db, durability);
-    migration = migrateSqlite(db, loadMigrations('sqlite'));
-  } catch (error) {
-    closeAfterFailure(db, log);
-    throw error;
-  }
-  const batches = new GroupCommit(db);
+  const { db, migration } = openDatabase(file, durability, create, log);
+  const batches = new GroupCommit(db, log, metrics);
   const signal = new MessageSignal(log);
   const wake = () => signal.fire();
   const plants = sqlitePlants(db, batches, sqliteOutbox(db), wake);
@@ -69,6 +65,35 @@ export function openSqliteStore(
       db.close();
     },
   };
+}
+
+/** The database file opened, configured and migrated (see SqliteOptions for `create`). */
+function openDatabase(
+  file: string,
+  durability: Durability,
+  create: boolean,
+  log: Log,
+): { db: Database.Database; migration: MigrationReport } {
+  const memory = file === ':memory:';
+  if (!create && (memory || !databaseFileExists(file))) {
+    throw new NoDatabaseError(memory ? 'in memory' : `at ${resolve(file)}`);
+  }
+  if (create && !memory) createPrivately(file);
+  const db = new Database(file, { fileMustExist: !create });
+  try {
+    if (!create && !hasSchema(db)) throw new NoDatabaseError(`in ${resolve(file)}`);
+    configure(db, durability);
+    return { db, migration: migrateSqlite(db, loadMigrations('sqlite')) };
+  } catch (error) {
+    closeAfterFailure(db, log);
+    throw error;
+  }
+}
+
+/** Whether plantstore ever migrated this database (another application's file holds none). */
+function hasSchema(db: Database.Database): boolean {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  return table.get('schema_migrations') !== undefined;
 }
 
 /** The connection's settings, before anything else runs on it. */

@@ -40,8 +40,11 @@ function prepareWrites(db: Database.Database) {
     insertWithId: db.prepare(
       `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${COLUMNS}`,
     ),
-    insertNew: db.prepare(`INSERT INTO plants (name, tag) VALUES (?, ?) RETURNING ${COLUMNS}`),
-    largestAssigned: db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'plants'").pluck(),
+    insertIfFree: db.prepare(
+      `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING
+       RETURNING ${COLUMNS}`,
+    ),
+    ...prepareIds(db),
     update: db.prepare(
       `UPDATE plants SET name = coalesce(@name, name),
          tag = CASE WHEN @setTag THEN @tag ELSE tag END
@@ -60,6 +63,32 @@ function prepareWrites(db: Database.Database) {
     keyHeld: db.prepare(
       'SELECT 1 FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
     ),
+  };
+}
+
+/** How many taken ids one look reads at most, so that each statement stays short. */
+const SKIP_WINDOW = 10_000;
+
+/** The statements of server-assigned ids (see the migration 0004_server_ids). */
+function prepareIds(db: Database.Database) {
+  return {
+    lastId: db.prepare('SELECT last FROM plant_id_counter').pluck(),
+    setLastId: db.prepare('UPDATE plant_id_counter SET last = ?'),
+    // Only ids above the counter: it never hands out the ones at or below it again.
+    recordTaken: db.prepare(
+      `INSERT INTO plant_ids_taken (id) SELECT @id
+       WHERE @id > (SELECT last FROM plant_id_counter) ON CONFLICT DO NOTHING`,
+    ),
+    // The run of taken ids that starts at @from, up to SKIP_WINDOW of them: the ids whose
+    // distance from @from is their rank less one. NULL when @from is not taken.
+    takenRunEnd: db
+      .prepare(
+        `SELECT max(id) FROM (
+           SELECT id, row_number() OVER (ORDER BY id) AS pos FROM plant_ids_taken
+           WHERE id >= @from ORDER BY id LIMIT ${SKIP_WINDOW})
+         WHERE id - @from + 1 = pos`,
+      )
+      .pluck(),
   };
 }
 
@@ -187,17 +216,43 @@ function insert(writes: Writes, plant: NewPlant, { by, idempotencyKey }: InsertO
 }
 
 function create(writes: Writes, { id, name, tag }: NewPlant): Plant {
-  if (id === undefined) {
-    // Checked first: SQLite answers exhaustion with SQLITE_FULL, which may roll back
-    // the whole transaction, and with it the other writes of the batch.
-    if (writes.largestAssigned.get() === INT64_MAX) throw new IdsExhaustedError();
-    return toPlant(writes.insertNew.get(name, tag ?? null) as PlantRow);
-  }
+  if (id === undefined) return createWithNextId(writes, name, tag ?? null);
   try {
-    return toPlant(writes.insertWithId.get(id, name, tag ?? null) as PlantRow);
+    const plant = toPlant(writes.insertWithId.get(id, name, tag ?? null) as PlantRow);
+    writes.recordTaken.run({ id });
+    return plant;
   } catch (error) {
     if (isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) throw new PlantExistsError(id);
     throw error;
+  }
+}
+
+/**
+ * A create with the first id above the counter that no plant has or had. Writes are one at a
+ * time, so what the counter and plant_ids_taken say holds until this write commits.
+ */
+function createWithNextId(writes: Writes, name: string, tag: string | null): Plant {
+  let last = writes.lastId.get() as bigint;
+  for (;;) {
+    const id = firstFreeAbove(writes, last);
+    // Not recorded as taken, so only a plant inserted by hand (SQL) can hold it: skipped too.
+    const row = writes.insertIfFree.get(id, name, tag) as PlantRow | undefined;
+    last = id;
+    if (row !== undefined) {
+      writes.setLastId.run(id);
+      return toPlant(row);
+    }
+  }
+}
+
+/** The first id above `last` that is not taken. */
+function firstFreeAbove(writes: Writes, last: bigint): bigint {
+  for (;;) {
+    if (last === INT64_MAX) throw new IdsExhaustedError();
+    const next = last + 1n;
+    const runEnd = writes.takenRunEnd.get({ from: next }) as bigint | null;
+    if (runEnd === null) return next;
+    last = runEnd;
   }
 }
 

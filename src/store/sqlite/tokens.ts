@@ -26,12 +26,14 @@ export function sqliteTokens(db: Database.Database, batches: GroupCommit): Token
   const { insert, byHash, all, revoke, exists, touch } = prepare(db);
   return {
     async create(token: NewToken): Promise<TokenRecord> {
-      const row = insert.get(
-        token.name,
-        token.hash,
-        token.scopes.join(' '),
-        token.createdAt.getTime(),
-        token.expiresAt?.getTime() ?? null,
+      const row = guard(() =>
+        insert.get(
+          token.name,
+          token.hash,
+          token.scopes.join(' '),
+          token.createdAt.getTime(),
+          token.expiresAt?.getTime() ?? null,
+        ),
       ) as TokenRow;
       return toToken(row);
     },
@@ -40,11 +42,13 @@ export function sqliteTokens(db: Database.Database, batches: GroupCommit): Token
       return row && toToken(row);
     },
     async list() {
-      return (all.all() as TokenRow[]).map(toToken);
+      return (guard(() => all.all()) as TokenRow[]).map(toToken);
     },
     async revoke(id: number, at: Date): Promise<RevokeOutcome> {
-      if (revoke.run(at.getTime(), id).changes > 0) return 'revoked';
-      return exists.get(id) === undefined ? 'not-found' : 'already-revoked';
+      return guard(() => {
+        if (revoke.run(at.getTime(), id).changes > 0) return 'revoked';
+        return exists.get(id) === undefined ? 'not-found' : 'already-revoked';
+      });
     },
     // Through the group commit: it shares a batch's transaction and fsync instead of
     // paying for its own.

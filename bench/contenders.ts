@@ -1,0 +1,120 @@
+/**
+ * Contenders brought to life: each on its own copy of the seeded data, its server started
+ * pinned to the servers' core, with the keeper that restores its table between turns.
+ */
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
+import { machineCpu, treeCpuSeconds } from './cpu.js';
+import { CONTENDERS, type ContenderName } from './plan.js';
+import { loopbackPort, type SeededSchema } from './postgres.js';
+import { SqliteKeeper } from './seed.js';
+import { type Server, type ServerSpec, startServer, stop } from './servers.js';
+import type { Contender } from './turn.js';
+
+/** Where the servers run: `0` when pinned (wrk and the harness take core 1). */
+export interface Placement {
+  serverCores: string;
+  logLevel: string;
+}
+
+function sqliteSpec(name: ContenderName, db: string, logLevel: string): ServerSpec {
+  const { role } = CONTENDERS[name];
+  if (role.kind === 'plantstore') {
+    return { kind: 'plantstore', db, durability: role.durability ?? 'power', logLevel };
+  }
+  return { kind: role.kind === 'fastify' ? 'fastify-sqlite' : 'bare-sqlite', db };
+}
+
+/** A copy of the seeded SQLite database `seeded` (with its WAL checkpointed) for one server. */
+export function copyDatabase(seeded: string, dir: string, name: string): string {
+  const file = join(dir, `${name.replace(/[^a-z0-9]+/gi, '-')}.db`);
+  cpSync(seeded, file);
+  return file;
+}
+
+export interface SqliteData {
+  file: string;
+  tokensFile: string;
+  plants: number;
+}
+
+/** One start of a server: its start-to-ready time, and the other load meanwhile. */
+export interface Start {
+  readyMs: number;
+  /** Cores' worth of CPU that neither the server nor this harness used while it started. */
+  otherCores?: number;
+}
+
+async function timedStart(name: string, spec: ServerSpec, cores: string) {
+  const machine = machineCpu();
+  const harness = process.cpuUsage();
+  const server = await startServer(name, spec, cores);
+  const used = (treeCpuSeconds(server.pid) ?? 0) + cpuSeconds(process.cpuUsage(harness));
+  const after = machineCpu();
+  const start: Start = { readyMs: server.readyMs };
+  if (machine !== undefined && after !== undefined) {
+    start.otherCores = (after.busy - machine.busy - used) / (server.readyMs / 1000);
+  }
+  return { server, start };
+}
+
+const cpuSeconds = (usage: NodeJS.CpuUsage): number => (usage.user + usage.system) / 1e6;
+
+/**
+ * Starts `name` on `file` (a copy of its data set). With `starts` above 1 the server is
+ * started that many times and stopped between, and every start is returned; the last one
+ * stays up.
+ */
+export async function startSqliteContender(
+  name: ContenderName,
+  data: SqliteData,
+  at: Placement,
+  starts = 1,
+): Promise<{ contender: Contender; starts: Start[] }> {
+  const spec = sqliteSpec(name, data.file, at.logLevel);
+  const done: Start[] = [];
+  let server: Server | undefined;
+  for (let i = 0; i < starts; i++) {
+    if (server !== undefined) await stop(server);
+    const timed = await timedStart(name, spec, at.serverCores);
+    server = timed.server;
+    done.push(timed.start);
+  }
+  const contender: Contender = {
+    name,
+    role: CONTENDERS[name].role,
+    server: server!,
+    keeper: new SqliteKeeper(data.file),
+    tokensFile: data.tokensFile,
+    plants: data.plants,
+    cursor: 0,
+  };
+  return { contender, starts: done };
+}
+
+export async function startPostgresContender(
+  name: ContenderName,
+  schema: SeededSchema,
+  data: { tokensFile: string; plants: number },
+  at: Placement,
+): Promise<Contender> {
+  const { role } = CONTENDERS[name];
+  const spec: ServerSpec =
+    role.kind === 'plantstore'
+      ? { kind: 'plantstore', databaseUrl: schema.url, durability: 'power', logLevel: at.logLevel }
+      : { kind: 'bare-postgres', databaseUrl: schema.url };
+  const server = await startServer(name, spec, at.serverCores);
+  const pgPort = loopbackPort(schema.url);
+  const contender: Contender = {
+    name,
+    role,
+    server,
+    keeper: schema.keeper,
+    tokensFile: data.tokensFile,
+    plants: data.plants,
+    cursor: 0,
+  };
+  if (pgPort !== undefined)
+    contender.backends = () => schema.keeper.backendPids(server.pid, pgPort);
+  return contender;
+}

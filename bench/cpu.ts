@@ -1,0 +1,115 @@
+/**
+ * CPU time from /proc: of a process and its descendants (the server under load, or a
+ * PostgreSQL backend), and of the whole machine. Linux only; elsewhere every reading is
+ * undefined and the report says the CPU figures are missing.
+ */
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** Clock ticks per second of /proc/<pid>/stat and /proc/stat (`getconf CLK_TCK`). */
+export const CLK_TCK = ((): number => {
+  try {
+    const ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+    return Number.isInteger(ticks) && ticks > 0 ? ticks : 100;
+  } catch {
+    return 100;
+  }
+})();
+
+const read = (file: string): string | undefined => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    // The process (or thread) ended between listing and reading: it counts as nothing.
+    return undefined;
+  }
+};
+
+/**
+ * utime + stime of a process in seconds, from /proc/<pid>/stat: every thread, live or ended.
+ * The command name (field 2) may hold spaces and parentheses, so fields count from its end.
+ */
+export function statCpuSeconds(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // Fields 14 and 15 of stat(5); fields[0] here is field 3.
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+/**
+ * CPU seconds of one process, user and system. Summed from each thread's
+ * /proc/<pid>/task/<tid>/schedstat (nanoseconds on a CPU) where the kernel has it: a 1 s turn
+ * is 100 clock ticks, too coarse for per-request figures compared at 5%. Falls back to
+ * /proc/<pid>/stat. Undefined when the process is gone.
+ */
+export function processCpuSeconds(pid: number): number | undefined {
+  const tasks = listDir(`/proc/${pid}/task`);
+  if (tasks !== undefined && schedstatWorks) {
+    let ns = 0;
+    for (const tid of tasks)
+      ns += Number(read(`/proc/${pid}/task/${tid}/schedstat`)?.split(' ')[0] ?? 0);
+    return ns / 1e9;
+  }
+  const stat = read(`/proc/${pid}/stat`);
+  return stat === undefined ? undefined : statCpuSeconds(stat);
+}
+
+const schedstatWorks = read('/proc/self/schedstat') !== undefined;
+
+/** Which source processCpuSeconds uses, for the report. */
+export const CPU_SOURCE = schedstatWorks
+  ? 'the sum over its threads of /proc/<pid>/task/<tid>/schedstat (nanoseconds)'
+  : `/proc/<pid>/stat utime + stime (clock ticks of 1/${CLK_TCK} s)`;
+
+function listDir(dir: string): string[] | undefined {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The pid and every live descendant (a server's --workers), from /proc/<pid>/task/<tid>/children. */
+export function processTree(pid: number): number[] {
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) {
+    for (const tid of listDir(`/proc/${out[i]}/task`) ?? []) {
+      const children = read(`/proc/${out[i]}/task/${tid}/children`)?.trim();
+      if (children) out.push(...children.split(' ').map(Number));
+    }
+  }
+  return out;
+}
+
+/** CPU seconds of a process and its live descendants; undefined when the process is gone. */
+export function treeCpuSeconds(pid: number): number | undefined {
+  const [root, ...rest] = processTree(pid).map(processCpuSeconds);
+  if (root === undefined) return undefined;
+  return rest.reduce<number>((sum, s) => sum + (s ?? 0), root);
+}
+
+/** The whole machine's CPU time, in core-seconds, from the `cpu` line of /proc/stat. */
+export interface MachineCpu {
+  /** user + nice + system + irq + softirq. */
+  busy: number;
+  /** Time the hypervisor gave this machine's CPUs to someone else. */
+  steal: number;
+}
+
+export function parseProcStat(text: string): MachineCpu | undefined {
+  const line = /^cpu +(.+)$/m.exec(text)?.[1];
+  if (line === undefined) return undefined;
+  const [user, nice, system, , , irq, softirq, steal] = line.split(/ +/).map(Number);
+  const busy = [user, nice, system, irq, softirq].reduce<number>((s, n) => s + (n ?? 0), 0);
+  return { busy: busy / CLK_TCK, steal: (steal ?? 0) / CLK_TCK };
+}
+
+export function machineCpu(): MachineCpu | undefined {
+  const text = read('/proc/stat');
+  return text === undefined ? undefined : parseProcStat(text);
+}
+
+/** VmHWM (peak resident set size) of a live process in MB; undefined where /proc lacks it. */
+export function peakRssMb(pid: number): number | undefined {
+  const kb = /^VmHWM:\s+(\d+) kB/m.exec(read(`/proc/${pid}/status`) ?? '')?.[1];
+  return kb === undefined ? undefined : Number(kb) / 1024;
+}

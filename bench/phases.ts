@@ -1,0 +1,168 @@
+/**
+ * The two phases of a run: the SQLite servers (all up together, loaded in turn), then the
+ * PostgreSQL ones. Each seeds what its groups need, starts their contenders, runs the groups
+ * and stops everything it started.
+ */
+import { join } from 'node:path';
+import {
+  copyDatabase,
+  type Placement,
+  startPostgresContender,
+  startSqliteContender,
+} from './contenders.js';
+import { peakRssMb } from './cpu.js';
+import { fsyncP50ms } from './fsync.js';
+import { type GroupResult, runGroup } from './group.js';
+import { CONTENDERS, type ContenderName, type GroupPlan } from './plan.js';
+import { BENCH_POSTGRES_URL, reachable, seedSchema, type SeededSchema } from './postgres.js';
+import { rowsOf, type Row } from './rows.js';
+import { seedSqlite } from './seed.js';
+import { stop } from './servers.js';
+import type { Facts } from './targets.js';
+import type { Contender } from './turn.js';
+
+export interface PhaseContext {
+  dir: string;
+  at: Placement;
+  rounds: number;
+  turnSeconds: number;
+  wrkCore?: number;
+  facts: Facts;
+  log: (line: string) => void;
+}
+
+const contendersOf = (groups: GroupPlan[]): ContenderName[] => [
+  ...new Set(groups.flatMap((g) => g.contenders)),
+];
+
+async function runGroups(
+  groups: GroupPlan[],
+  live: Map<string, Contender>,
+  ctx: PhaseContext,
+): Promise<Row[]> {
+  const rows: Row[] = [];
+  const plants = {
+    'sqlite-large': ctx.facts.largePlants,
+    'sqlite-small': ctx.facts.smallPlants,
+    postgres: ctx.facts.largePlants,
+  };
+  for (const plan of groups) {
+    if (plan.connections === 1 && ctx.facts.fsyncP50ms === undefined) {
+      ctx.facts.fsyncP50ms = fsyncP50ms(ctx.dir);
+      ctx.log(
+        `fsync yardstick: p50 ${ctx.facts.fsyncP50ms.toFixed(3)} ms (4 KiB append + fdatasync)`,
+      );
+    }
+    const contenders = plan.contenders.map((name) => live.get(name)!);
+    const result: GroupResult = await runGroup(plan, contenders, {
+      rounds: ctx.rounds,
+      seconds: ctx.turnSeconds,
+      ...(ctx.wrkCore !== undefined && { wrkCore: ctx.wrkCore }),
+      serverPids: [...live.values()].map((c) => c.server.pid),
+      log: ctx.log,
+    });
+    for (const row of rowsOf(result, plants)) {
+      rows.push(row);
+      ctx.log(progressLine(row));
+    }
+  }
+  return rows;
+}
+
+function progressLine(r: Row): string {
+  const figures =
+    `req/s ${r.subject.rps.toFixed(0)} vs ${r.yardstick.rps.toFixed(0)} (${r.ratios.rps.toFixed(2)}), ` +
+    `CPU ${r.subject.cpuUs.toFixed(1)} vs ${r.yardstick.cpuUs.toFixed(1)} µs (${r.ratios.cpu.toFixed(2)}), ` +
+    `p99 ${r.ratios.p99.toFixed(2)}`;
+  const verdict = r.reasons.length === 0 ? 'valid' : `INVALID: ${r.reasons.join('; ')}`;
+  return `${r.group} ${r.subject.name} ÷ ${r.yardstick.name}: ${figures} — ${verdict}`;
+}
+
+/** Peak RSS of the plantstore servers among `live`, into the facts. */
+function recordRss(live: Map<string, Contender>, facts: Facts): void {
+  for (const c of live.values()) {
+    const mb = c.role.kind === 'plantstore' ? peakRssMb(c.server.pid) : undefined;
+    if (mb !== undefined) facts.rssMb[c.name] = mb;
+  }
+}
+
+async function stopAll(live: Map<string, Contender>): Promise<void> {
+  await Promise.all([...live.values()].map((c) => stop(c.server)));
+  for (const c of live.values()) await c.keeper.close();
+}
+
+/** The SQLite data sets the contenders of `names` need, seeded in `ctx.dir`. */
+async function seedSets(names: ContenderName[], ctx: PhaseContext) {
+  const set = (key: string, plants: number) => ({
+    plants,
+    file: join(ctx.dir, `${key}.db`),
+    tokensFile: join(ctx.dir, `${key}.tokens`),
+  });
+  const sets = {
+    'sqlite-large': set('large', ctx.facts.largePlants),
+    'sqlite-small': set('small', ctx.facts.smallPlants),
+  };
+  for (const key of ['sqlite-large', 'sqlite-small'] as const) {
+    if (!names.some((n) => CONTENDERS[n].data === key)) continue;
+    const started = performance.now();
+    await seedSqlite(sets[key].file, sets[key].plants, sets[key].tokensFile);
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    ctx.log(`seeded ${key}: ${sets[key].plants} plants in ${seconds} s`);
+  }
+  return sets;
+}
+
+export async function sqlitePhase(groups: GroupPlan[], ctx: PhaseContext): Promise<Row[]> {
+  if (groups.length === 0) return [];
+  const names = contendersOf(groups);
+  const sets = await seedSets(names, ctx);
+  const live = new Map<string, Contender>();
+  try {
+    for (const name of names) {
+      const set = sets[CONTENDERS[name].data as keyof typeof sets];
+      const data = { ...set, file: copyDatabase(set.file, ctx.dir, name) };
+      // Start to ready is measured on the large database, three starts, before any load.
+      const starts = name === 'plantstore power' ? 3 : 1;
+      const started = await startSqliteContender(name, data, ctx.at, starts);
+      if (starts > 1) ctx.facts.starts = started.starts;
+      const contender = started.contender;
+      live.set(name, contender);
+    }
+    const rows = await runGroups(groups, live, ctx);
+    recordRss(live, ctx.facts);
+    return rows;
+  } finally {
+    await stopAll(live);
+  }
+}
+
+/** The PostgreSQL groups; none (and a line saying why) when no PostgreSQL answers. */
+export async function postgresPhase(
+  groups: GroupPlan[],
+  ctx: PhaseContext,
+): Promise<Row[] | string> {
+  if (groups.length === 0) return [];
+  const answer = await reachable(BENCH_POSTGRES_URL);
+  if (answer !== true) return `no PostgreSQL at PLANTSTORE_BENCH_DATABASE_URL (${answer})`;
+  const live = new Map<string, Contender>();
+  const schemas: SeededSchema[] = [];
+  try {
+    for (const [i, name] of contendersOf(groups).entries()) {
+      const started = performance.now();
+      const tokensFile = join(ctx.dir, `postgres-${i}.tokens`);
+      const schema = await seedSchema(BENCH_POSTGRES_URL, ctx.facts.largePlants, tokensFile);
+      schemas.push(schema);
+      ctx.log(
+        `seeded a PostgreSQL schema for ${name} in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+      );
+      const data = { tokensFile, plants: ctx.facts.largePlants };
+      live.set(name, await startPostgresContender(name, schema, data, ctx.at));
+    }
+    const rows = await runGroups(groups, live, ctx);
+    recordRss(live, ctx.facts);
+    return rows;
+  } finally {
+    await stopAll(live);
+    for (const schema of schemas) await schema.drop();
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * The run's plan: which servers (contenders) run, which groups of turns load them, and which
+ * rows each group gives. A group alternates its contenders turn by turn (A B C, C B A, ...),
+ * so every row's subject and yardstick are measured in the same rounds. To add a row, add a
+ * group here (and its scenario to bench/scenarios.ts).
+ */
+import type { ScenarioId } from './scenarios.js';
+import type { Role } from './turn.js';
+
+/** Which seeded data a contender gets a copy of. */
+export type DataSet = 'sqlite-large' | 'sqlite-small' | 'postgres';
+
+export interface ContenderPlan {
+  role: Role;
+  data: DataSet;
+}
+
+export const CONTENDERS = {
+  'plantstore power': {
+    role: { kind: 'plantstore', database: 'sqlite', durability: 'power' },
+    data: 'sqlite-large',
+  },
+  'plantstore process': {
+    role: { kind: 'plantstore', database: 'sqlite', durability: 'process' },
+    data: 'sqlite-large',
+  },
+  fastify: { role: { kind: 'fastify', database: 'sqlite' }, data: 'sqlite-large' },
+  bare: { role: { kind: 'bare', database: 'sqlite' }, data: 'sqlite-large' },
+  'bare 2': { role: { kind: 'bare', database: 'sqlite' }, data: 'sqlite-large' },
+  'plantstore power 10k': {
+    role: { kind: 'plantstore', database: 'sqlite', durability: 'power' },
+    data: 'sqlite-small',
+  },
+  'fastify 10k': { role: { kind: 'fastify', database: 'sqlite' }, data: 'sqlite-small' },
+  'plantstore postgres': {
+    role: { kind: 'plantstore', database: 'postgres', durability: 'power' },
+    data: 'postgres',
+  },
+  'bare postgres': { role: { kind: 'bare', database: 'postgres' }, data: 'postgres' },
+} as const satisfies Record<string, ContenderPlan>;
+
+export type ContenderName = keyof typeof CONTENDERS;
+
+/** A row: subject against yardstick, with a third server beside them for scale. */
+export interface RowPlan {
+  subject: ContenderName;
+  yardstick: ContenderName;
+  beside?: ContenderName;
+  /** A self-check row judges the run, not plantstore. */
+  selfCheck?: boolean;
+}
+
+export interface GroupPlan {
+  /** `sqlite-large/getOne/64`: what --only matches. */
+  id: string;
+  phase: 'sqlite' | 'postgres';
+  data: DataSet;
+  scenario: ScenarioId;
+  connections: number;
+  contenders: ContenderName[];
+  rows: RowPlan[];
+}
+
+const ALL: ScenarioId[] = ['delete', 'post', 'getOne', 'list'];
+
+function group(
+  data: DataSet,
+  scenario: ScenarioId,
+  connections: number,
+  rows: RowPlan[],
+): GroupPlan {
+  const contenders = [
+    ...new Set(rows.flatMap((r) => [r.subject, r.yardstick, ...(r.beside ? [r.beside] : [])])),
+  ];
+  const phase = data === 'postgres' ? 'postgres' : 'sqlite';
+  return {
+    id: `${data}/${scenario}/${connections}`,
+    phase,
+    data,
+    scenario,
+    connections,
+    contenders,
+    rows,
+  };
+}
+
+/** Every group of a full run, in the order they run; `connections` is the main figure (64). */
+export function fullPlan(connections: number): GroupPlan[] {
+  const groups: GroupPlan[] = [];
+  for (const scenario of ALL) {
+    const rows: RowPlan[] = [
+      { subject: 'plantstore power', yardstick: 'fastify', beside: 'bare' },
+      { subject: 'plantstore process', yardstick: 'fastify', beside: 'bare' },
+    ];
+    if (scenario === 'getOne') rows.push({ subject: 'bare', yardstick: 'bare 2', selfCheck: true });
+    groups.push(group('sqlite-large', scenario, connections, rows));
+  }
+  // At one connection a power-durable write waits for its own fsync: the fsync target.
+  for (const scenario of ['delete', 'post'] as const) {
+    groups.push(
+      group('sqlite-large', scenario, 1, [{ subject: 'plantstore power', yardstick: 'fastify' }]),
+    );
+  }
+  // DELETE is not among them: a turn of DELETE walks more ids than 10k (see bench/README.md).
+  for (const scenario of ['getOne', 'list', 'post'] as const) {
+    const row: RowPlan = { subject: 'plantstore power 10k', yardstick: 'fastify 10k' };
+    groups.push(group('sqlite-small', scenario, connections, [row]));
+  }
+  for (const scenario of ALL) {
+    const row: RowPlan = { subject: 'plantstore postgres', yardstick: 'bare postgres' };
+    groups.push(group('postgres', scenario, connections, [row]));
+  }
+  return groups;
+}
+
+/** The groups whose id contains one of `only` (all of them when `only` is empty). */
+export function selectGroups(groups: GroupPlan[], only: string[]): GroupPlan[] {
+  if (only.length === 0) return groups;
+  return groups.filter((g) => only.some((part) => g.id.includes(part)));
+}

@@ -1,0 +1,86 @@
+/**
+ * What is measured: each scenario's requests, expected status, and how the table is put back
+ * after a turn. To add one (the webhook throughput row, say), add an entry here and name it
+ * in bench/plan.ts; a scenario that needs more than requests (a subscriber, a receiver) sets
+ * it up in its `prepare`.
+ */
+import type { Contender } from './turn.js';
+import type { LoadSpec, WrkResult } from './wrk.js';
+
+export interface Scenario {
+  label: string;
+  /** The status every answer must have; wrk counts those above 399 as errors. */
+  expected: number;
+  load: LoadSpec;
+  /** Writes: the server waits for the disk or the database, not only for its CPU. */
+  writes: boolean;
+  /** Once per contender, before its first turn of this scenario. */
+  prepare?: (c: Contender) => Promise<void>;
+  /**
+   * After a turn, once the server is idle: puts the table back. Returns what to do once
+   * more before the contender's next turn, for a write that committed after this returned.
+   */
+  restore?: (c: Contender, result: WrkResult) => Promise<() => Promise<void>>;
+  /** One request for the probe before the measurement: method, path, body. */
+  probe: { method: string; path: (plants: number) => string; body?: string };
+}
+
+export type ScenarioId = 'delete' | 'post' | 'getOne' | 'list';
+
+const POST_BODY = '{"name":"Bench plant","tag":"shade"}';
+
+/**
+ * DELETE walks distinct existing ids, each contender its own cursor over its own copy; the
+ * ids a turn used are put back after it, so the table keeps its size.
+ */
+async function refillWalked(c: Contender, result: WrkResult): Promise<() => Promise<void>> {
+  const first = c.cursor + 1;
+  const last = c.cursor + result.sent;
+  const refill = async () => {
+    await c.keeper.refill(first, Math.min(last, c.plants));
+    if (last > c.plants) await c.keeper.refill(1, Math.min(last - c.plants, c.plants));
+  };
+  await refill();
+  c.cursor = last % c.plants;
+  return refill;
+}
+
+/** POST adds plants above the seeded ids; they are deleted after the turn. */
+async function trimCreated(c: Contender): Promise<() => Promise<void>> {
+  const trim = () => c.keeper.trim(c.plants);
+  await trim();
+  return trim;
+}
+
+export const SCENARIOS: Record<ScenarioId, Scenario> = {
+  delete: {
+    label: 'DELETE /plants/{id}',
+    expected: 204,
+    load: { mode: 'walk', method: 'DELETE', path: '/plants/{id}' },
+    writes: true,
+    restore: refillWalked,
+    probe: { method: 'DELETE', path: (plants) => `/plants/${plants}` },
+  },
+  post: {
+    label: 'POST /plants',
+    expected: 201,
+    load: { mode: 'static', method: 'POST', path: '/plants', body: POST_BODY },
+    writes: true,
+    restore: trimCreated,
+    probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
+  },
+  getOne: {
+    label: 'GET /plants/{id}',
+    expected: 200,
+    load: { mode: 'random', method: 'GET', path: '/plants/{id}' },
+    writes: false,
+    probe: { method: 'GET', path: () => '/plants/12' },
+  },
+  list: {
+    label: 'GET /plants?limit=100',
+    expected: 200,
+    load: { mode: 'static', method: 'GET', path: '/plants?limit=100' },
+    writes: false,
+    probe: { method: 'GET', path: () => '/plants?limit=100' },
+  },
+};

@@ -1,0 +1,153 @@
+/** The performance issue's targets, checked against a run's rows and facts. Pure. */
+import type { Start } from './contenders.js';
+import type { Row } from './rows.js';
+import { SCENARIOS, type ScenarioId } from './scenarios.js';
+
+export interface Facts {
+  /** plantstore's starts on the large database: spawn to the first /healthz 200. */
+  starts: Start[];
+  /** Peak RSS (VmHWM) of each plantstore server at the end of its phase. */
+  rssMb: Record<string, number>;
+  /** write + fdatasync of 4 KiB in the benchmark's directory, median in ms. */
+  fsyncP50ms?: number;
+  largePlants: number;
+  smallPlants: number;
+}
+
+export interface Check {
+  target: string;
+  measured: string;
+  /** undefined: not measured in this run. */
+  met: boolean | undefined;
+}
+
+const x = (n: number): string => (Number.isFinite(n) ? `${n.toFixed(2)}×` : 'n/a');
+const ms = (n: number): string => `${n.toFixed(2)} ms`;
+export const plantsText = (n: number): string =>
+  n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : String(n);
+
+const find = (rows: Row[], scenario: ScenarioId, subject: string, connections: number) =>
+  rows.find(
+    (r) => r.scenario === scenario && r.subject.name === subject && r.connections === connections,
+  );
+
+function ratioChecks(
+  rows: Row[],
+  subject: string,
+  goals: [ScenarioId, number][],
+  what: string,
+): Check[] {
+  return goals.map(([scenario, goal]) => {
+    const row = find(rows, scenario, subject, 64);
+    const target = `${SCENARIOS[scenario].label} ${what} ≥ ${goal}× in req/s and in CPU per request`;
+    if (row === undefined) return { target, measured: 'not measured', met: undefined };
+    const { rps, cpu } = row.ratios;
+    return { target, measured: `req/s ${x(rps)}, CPU ${x(cpu)}`, met: rps >= goal && cpu >= goal };
+  });
+}
+
+function p99Checks(rows: Row[], subjects: string[], yardstick: string): Check[] {
+  return rows
+    .filter((r) => subjects.includes(r.subject.name) && r.connections === 64)
+    .map((r) => ({
+      target: `p99 ≤ 1.5× ${yardstick}: ${SCENARIOS[r.scenario].label}, ${r.subject.name}`,
+      measured: `${ms(r.subject.p99ms)} vs ${ms(r.yardstick.p99ms)}: ${x(r.ratios.p99)}`,
+      met: r.ratios.p99 <= 1.5,
+    }));
+}
+
+function sizeChecks(rows: Row[], facts: Facts): Check[] {
+  const large = plantsText(facts.largePlants);
+  const small = plantsText(facts.smallPlants);
+  return (['getOne', 'list', 'post'] as const).map((scenario) => {
+    const big = find(rows, scenario, 'plantstore power', 64);
+    const little = find(rows, scenario, 'plantstore power 10k', 64);
+    const target = `${SCENARIOS[scenario].label}: ${large} within 15% of ${small} (req/s and CPU per request)`;
+    if (!big || !little) return { target, measured: 'not measured', met: undefined };
+    const rps = big.subject.rps / little.subject.rps;
+    const cpu = little.subject.cpuUs / big.subject.cpuUs;
+    const measured =
+      `req/s ${big.subject.rps.toFixed(0)} vs ${little.subject.rps.toFixed(0)} (${x(rps)}), ` +
+      `CPU ${big.subject.cpuUs.toFixed(1)} vs ${little.subject.cpuUs.toFixed(1)} µs (${x(cpu)})`;
+    return { target, measured, met: Math.abs(rps - 1) <= 0.15 && Math.abs(cpu - 1) <= 0.15 };
+  });
+}
+
+function fsyncChecks(rows: Row[], facts: Facts): Check[] {
+  return (['delete', 'post'] as const).map((scenario) => {
+    const row = find(rows, scenario, 'plantstore power', 1);
+    const target = `${SCENARIOS[scenario].label} at 1 connection, power durability: p50 ≤ one fsync + 0.1 ms`;
+    if (!row || facts.fsyncP50ms === undefined)
+      return { target, measured: 'not measured', met: undefined };
+    const limit = facts.fsyncP50ms + 0.1;
+    return {
+      target,
+      measured: `p50 ${ms(row.subject.p50ms)}, fsync ${ms(facts.fsyncP50ms)}`,
+      met: row.subject.p50ms <= limit,
+    };
+  });
+}
+
+function processChecks(facts: Facts): Check[] {
+  const out: Check[] = [];
+  const rss = Object.entries(facts.rssMb);
+  out.push({
+    target: 'peak RSS of plantstore under load ≤ 150 MB',
+    measured: rss.length
+      ? rss.map(([n, mb]) => `${n} ${mb.toFixed(0)} MB`).join(', ')
+      : 'not measured',
+    met: rss.length ? rss.every(([, mb]) => mb <= 150) : undefined,
+  });
+  const sorted = facts.starts.map((s) => s.readyMs).sort((a, b) => a - b);
+  const mid = sorted[sorted.length >> 1];
+  out.push({
+    target: `start to ready ≤ 1 s on a ${plantsText(facts.largePlants)}-plant database`,
+    measured:
+      mid === undefined
+        ? 'not measured'
+        : `median ${mid.toFixed(0)} ms of ${sorted.map((s) => s.toFixed(0)).join(', ')}`,
+    met: mid === undefined ? undefined : mid <= 1000,
+  });
+  return out;
+}
+
+export function checks(rows: Row[], facts: Facts): Check[] {
+  return [
+    ...ratioChecks(
+      rows,
+      'plantstore power',
+      [
+        ['getOne', 0.95],
+        ['list', 0.98],
+        ['delete', 0.85],
+        ['post', 0.85],
+      ],
+      'SQLite power ÷ Fastify',
+    ),
+    ...ratioChecks(
+      rows,
+      'plantstore process',
+      [
+        ['delete', 0.95],
+        ['post', 0.95],
+      ],
+      'SQLite process ÷ Fastify',
+    ),
+    ...p99Checks(rows, ['plantstore power', 'plantstore process'], 'Fastify'),
+    ...ratioChecks(
+      rows,
+      'plantstore postgres',
+      [
+        ['getOne', 0.8],
+        ['list', 0.8],
+        ['delete', 0.8],
+        ['post', 0.8],
+      ],
+      'PostgreSQL ÷ bare pg',
+    ),
+    ...p99Checks(rows, ['plantstore postgres'], 'bare pg'),
+    ...sizeChecks(rows, facts),
+    ...processChecks(facts),
+    ...fsyncChecks(rows, facts),
+  ];
+}

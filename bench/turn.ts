@@ -1,0 +1,142 @@
+/**
+ * One turn: wrk loads one server for a few seconds while the CPU time of the server, of wrk,
+ * of this harness, of the server's PostgreSQL backends and of the whole machine is read
+ * before and after.
+ */
+import { machineCpu, treeCpuSeconds, processCpuSeconds } from './cpu.js';
+import type { Scenario } from './scenarios.js';
+import type { Keeper } from './seed.js';
+import type { Server } from './servers.js';
+import { runWrk, type WrkResult } from './wrk.js';
+
+/** What a contender is, for the rules and the report. */
+export interface Role {
+  kind: 'plantstore' | 'fastify' | 'bare';
+  database: 'sqlite' | 'postgres';
+  /** plantstore's --durability; the yardsticks have none. */
+  durability?: 'power' | 'process';
+}
+
+/** A live server in the harness: where it runs, its data, and where its DELETE walk is. */
+export interface Contender {
+  name: string;
+  role: Role;
+  server: Server;
+  keeper: Keeper;
+  tokensFile: string;
+  /** Plants 1..plants exist at the start of every turn. */
+  plants: number;
+  /** The last id a DELETE walk used. */
+  cursor: number;
+  /** What the previous turn's restore asks to be done again before this contender's next. */
+  redo?: () => Promise<void>;
+  /** The PostgreSQL backends serving this server, whose CPU counts as the database's. */
+  backends?: () => Promise<number[] | undefined>;
+}
+
+/** One turn's readings; CPU in seconds (core-seconds for the machine). */
+export interface TurnMeasure {
+  contender: string;
+  wrk: WrkResult;
+  serverCpu: number;
+  /** CPU of the server's PostgreSQL backends; undefined where it cannot be read. */
+  dbCpu?: number;
+  /** CPU of the other servers of the run, idle meanwhile (timers, the token cache). */
+  idleCpu: number;
+  /** The machine's busy time minus everything above and this harness: someone else's load. */
+  otherCpu?: number;
+  steal?: number;
+  /** Seconds from the first reading to the last. */
+  wall: number;
+}
+
+interface Reading {
+  at: number;
+  server: number | undefined;
+  idle: number;
+  db: number | undefined;
+  machine: ReturnType<typeof machineCpu>;
+  harness: NodeJS.CpuUsage;
+}
+
+function read(pid: number, idle: number[], backends: number[] | undefined): Reading {
+  const db = backends?.reduce<number | undefined>((sum, p) => {
+    const s = processCpuSeconds(p);
+    return sum === undefined || s === undefined ? undefined : sum + s;
+  }, 0);
+  return {
+    at: performance.now() / 1000,
+    server: treeCpuSeconds(pid),
+    idle: idle.reduce((sum, p) => sum + (treeCpuSeconds(p) ?? 0), 0),
+    db,
+    machine: machineCpu(),
+    harness: process.cpuUsage(),
+  };
+}
+
+/** Waits until the server has answered everything it had read when wrk closed its sockets. */
+async function settle(url: string): Promise<void> {
+  await (await fetch(`${url}/healthz`)).arrayBuffer();
+}
+
+export interface TurnOptions {
+  connections: number;
+  seconds: number;
+  seed: number;
+  /** Cores for wrk (taskset), when pinned. */
+  wrkCore?: number;
+  /** The pids of every server of the run, the loaded one included. */
+  serverPids: number[];
+}
+
+export async function measureTurn(
+  c: Contender,
+  scenario: Scenario,
+  o: TurnOptions,
+): Promise<TurnMeasure> {
+  await c.redo?.();
+  c.redo = undefined;
+  const backends = await c.backends?.();
+  const idle = o.serverPids.filter((p) => p !== c.server.pid);
+  const before = read(c.server.pid, idle, backends);
+  const wrk = await runWrk({
+    url: c.server.url,
+    connections: o.connections,
+    seconds: o.seconds,
+    tokensFile: c.tokensFile,
+    load: scenario.load,
+    plants: c.plants,
+    start: c.cursor,
+    seed: o.seed,
+    ...(o.wrkCore !== undefined && { core: o.wrkCore }),
+  });
+  const after = read(c.server.pid, idle, backends);
+  await settle(c.server.url);
+  if (scenario.restore) c.redo = await scenario.restore(c, wrk);
+  if (before.server === undefined || after.server === undefined) {
+    throw new Error(`${c.name} (pid ${c.server.pid}) ended during its turn`);
+  }
+  return measureOf(c.name, wrk, before, after);
+}
+
+function measureOf(
+  contender: string,
+  wrk: WrkResult,
+  before: Reading,
+  after: Reading,
+): TurnMeasure {
+  const serverCpu = after.server! - before.server!;
+  const dbCpu =
+    after.db !== undefined && before.db !== undefined ? after.db - before.db : undefined;
+  const harness =
+    (after.harness.user + after.harness.system - before.harness.user - before.harness.system) / 1e6;
+  const idleCpu = after.idle - before.idle;
+  const m: TurnMeasure = { contender, wrk, serverCpu, idleCpu, wall: after.at - before.at };
+  if (dbCpu !== undefined) m.dbCpu = dbCpu;
+  if (before.machine !== undefined && after.machine !== undefined) {
+    const busy = after.machine.busy - before.machine.busy;
+    m.otherCpu = busy - serverCpu - idleCpu - wrk.cpuSeconds - harness - (dbCpu ?? 0);
+    m.steal = after.machine.steal - before.machine.steal;
+  }
+  return m;
+}

@@ -1,0 +1,34 @@
+/**
+ * The SQLite side of the SQLite yardsticks: WAL, synchronous=NORMAL (an answered write
+ * survives the process, not a power cut: what plantstore's `--durability process` promises),
+ * one autocommit transaction per request, prepared statements, and the usable tokens read
+ * once at start.
+ */
+import Database from 'better-sqlite3';
+import type { PlantRow, TokenGrant } from './common.js';
+
+export function openSqlite(file: string) {
+  const db = new Database(file, { fileMustExist: true });
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('busy_timeout = 200');
+  db.defaultSafeIntegers(true);
+  const statements = {
+    getOne: db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?'),
+    remove: db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?'),
+    insert: db.prepare<[string, string | null], PlantRow>(
+      'INSERT INTO plants (name, tag) VALUES (?, ?) RETURNING id, name, tag',
+    ),
+    pageAll: db.prepare<[number], PlantRow>('SELECT id, name, tag FROM plants ORDER BY id LIMIT ?'),
+    pageAfter: db.prepare<[bigint, number], PlantRow>(
+      'SELECT id, name, tag FROM plants WHERE id > ? ORDER BY id LIMIT ?',
+    ),
+  };
+  const grants = db
+    .prepare<[bigint], TokenGrant>(
+      `SELECT hash, scopes FROM tokens
+       WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+    )
+    .all(BigInt(Date.now()));
+  return { db, statements, grants };
+}

@@ -1,0 +1,197 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import client from 'prom-client';
+import type { Metrics } from '../core/metrics.js';
+import type { PoolState } from '../store/store.js';
+
+/** Where `/metrics` is served: a listener of its own, so it is never public by accident. */
+export interface MetricsListen {
+  host: string;
+  port: number;
+}
+
+// Request latencies from a cached read (~0.1 ms) to the statement timeout (5 s).
+const LATENCY_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+];
+const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000];
+
+/**
+ * prom-client instruments behind the Metrics interface, in `registry`, with Node's own
+ * (event-loop lag, heap, GC, CPU) beside them. `pool` is read at each scrape.
+ */
+export function prometheusMetrics(
+  registry: client.Registry,
+  pool?: () => PoolState | undefined,
+): Metrics {
+  client.collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  const requests = new client.Counter({
+    name: 'plantstore_http_requests_total',
+    help: 'Answered HTTP requests, by route template, method and status.',
+    labelNames: ['route', 'method', 'status'] as const,
+    registers,
+  });
+  const latency = new client.Histogram({
+    name: 'plantstore_http_request_duration_seconds',
+    help: 'Time from a request arriving to its answer being sent, by route template and method.',
+    labelNames: ['route', 'method'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const refusals = new client.Counter({
+    name: 'plantstore_rate_limit_refusals_total',
+    help: 'Requests answered 429 by a rate limit, by its policy name (token, failed-auth).',
+    labelNames: ['policy'] as const,
+    registers,
+  });
+  const statements = new client.Histogram({
+    name: 'plantstore_db_statement_duration_seconds',
+    help: 'PostgreSQL statements by name, waiting for a connection included, and outcome.',
+    labelNames: ['statement', 'outcome'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const batches = new client.Histogram({
+    name: 'plantstore_sqlite_group_commit_writes',
+    help: 'Writes carried by each SQLite group commit (one transaction, one fsync).',
+    buckets: BATCH_BUCKETS,
+    registers,
+  });
+  const commits = new client.Histogram({
+    name: 'plantstore_sqlite_commit_duration_seconds',
+    help: 'Time in COMMIT of each SQLite group commit: with --durability power, the fsync.',
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  if (pool !== undefined) poolGauges(registers, pool);
+  return {
+    request(route, method, status, seconds) {
+      requests.inc({ route, method, status });
+      latency.observe({ route, method }, seconds);
+    },
+    rateLimited: (policy) => refusals.inc({ policy }),
+    statement: (statement, seconds, ok) =>
+      statements.observe({ statement, outcome: ok ? 'ok' : 'error' }, seconds),
+    groupCommit(writes, commitSeconds) {
+      batches.observe(writes);
+      commits.observe(commitSeconds);
+    },
+  };
+}
+
+function poolGauges(registers: client.Registry[], pool: () => PoolState | undefined): void {
+  const gauge = (name: string, help: string, read: (state: PoolState) => number) =>
+    new client.Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        const state = pool();
+        if (state !== undefined) this.set(read(state));
+      },
+    });
+  gauge('plantstore_db_pool_connections', 'PostgreSQL connections open.', (s) => s.open);
+  gauge('plantstore_db_pool_in_use', 'PostgreSQL connections running a statement.', (s) =>
+    Math.max(0, s.open - s.idle),
+  );
+  gauge('plantstore_db_pool_waiting', 'Statements waiting for a connection.', (s) => s.waiting);
+  gauge('plantstore_db_pool_max', 'Connections the pool may open.', (s) => s.max);
+}
+
+/**
+ * Serves `GET /metrics` in Prometheus' text format from `collect`, and nothing else. Resolves
+ * with the listener once it listens (port 0 takes a free port; the address says which).
+ */
+export async function serveMetrics(
+  { host, port }: MetricsListen,
+  collect: () => Promise<{ text: string; contentType: string }>,
+  onError: (error: unknown) => void,
+): Promise<{ server: Server; url: string }> {
+  const server = createServer((request, response) => {
+    if (request.url !== '/metrics' || (request.method !== 'GET' && request.method !== 'HEAD')) {
+      response.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics here\n');
+      return;
+    }
+    collect().then(
+      ({ text, contentType }) => response.writeHead(200, { 'content-type': contentType }).end(text),
+      (error: unknown) => {
+        onError(error);
+        response.writeHead(500, { 'content-type': 'text/plain' }).end('metrics failed\n');
+      },
+    );
+  });
+  // A scraper keeps its connection; it must not hold up shutdown.
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return { server, url: `http://${shown}:${address.port}/metrics` };
+}
+
+/** `--metrics-port` as serve takes it: a listener, or (a --workers worker) the primary's. */
+export type MetricsOption = MetricsListen | 'to-primary';
+
+export interface RunningMetrics {
+  metrics: Metrics;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts measuring for one serving process: its own listener, or, in a worker, answering
+ * the primary's aggregating listener (prom-client's AggregatorRegistry, over cluster IPC).
+ */
+export async function startMetrics(
+  option: MetricsOption,
+  pool: () => PoolState | undefined,
+  log: {
+    info(fields: object, message: string): void;
+    error(fields: object, message: string): void;
+  },
+): Promise<RunningMetrics> {
+  const registry = new client.Registry();
+  const metrics = prometheusMetrics(registry, pool);
+  if (option === 'to-primary') {
+    client.AggregatorRegistry.setRegistries([registry]);
+    // prom-client answers the primary's requests once an AggregatorRegistry exists.
+    new client.AggregatorRegistry();
+    return { metrics, close: async () => undefined };
+  }
+  const { server, url } = await serveMetrics(
+    option,
+    async () => ({ text: await registry.metrics(), contentType: registry.contentType }),
+    (error) => log.error({ err: error }, 'metrics collection failed'),
+  );
+  log.info({ url }, `metrics at ${url}`);
+  return { metrics, close: () => closeServer(server) };
+}
+
+/** The --workers primary's listener: every worker's metrics, summed or kept per worker. */
+export async function serveClusterMetrics(
+  listen: MetricsListen,
+  log: {
+    info(fields: object, message: string): void;
+    error(fields: object, message: string): void;
+  },
+): Promise<Server> {
+  const aggregator = new client.AggregatorRegistry();
+  const { server, url } = await serveMetrics(
+    listen,
+    async () => {
+      const text = await aggregator.clusterMetrics();
+      return { text, contentType: aggregator.contentType };
+    },
+    (error) => log.error({ err: error }, 'metrics collection from the workers failed'),
+  );
+  log.info({ url }, `metrics at ${url}`);
+  return server;
+}
+
+const closeServer = (server: Server) =>
+  new Promise<void>((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  });

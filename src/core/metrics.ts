@@ -1,0 +1,25 @@
+/**
+ * What the layers below the CLI report for `/metrics`. The CLI backs it with prom-client
+ * when `--metrics-port` is given; otherwise nothing is measured and every call is a no-op,
+ * so the hot path pays for metrics only when they are asked for.
+ */
+export interface Metrics {
+  /** An answered request: its route template (`/plants/{id}`), method, status, seconds. */
+  request(route: string, method: string, status: number, seconds: number): void;
+  /** A request refused by a rate limit, by the limit's policy name (`token`, `failed-auth`). */
+  rateLimited(policy: string): void;
+  /** A database statement, by its name (`plants.get`), and whether it succeeded. */
+  statement(name: string, seconds: number, ok: boolean): void;
+  /** A SQLite group commit: the writes it carried, and seconds spent in COMMIT (the fsync). */
+  groupCommit(writes: number, commitSeconds: number): void;
+}
+
+export const noMetrics: Metrics = {
+  request: () => undefined,
+  rateLimited: () => undefined,
+  statement: () => undefined,
+  groupCommit: () => undefined,
+};
+
+/** Seconds since `start`, a `process.hrtime.bigint()`-style reading in nanoseconds. */
+export const secondsSince = (start: bigint, end: bigint): number => Number(end - start) / 1e9;

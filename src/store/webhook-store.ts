@@ -1,0 +1,114 @@
+// The webhook side of the store: endpoints and their deliveries, and the queue of messages
+// to send (see store.ts for the rest; it re-exports these).
+
+import type {
+  Delivery,
+  DeliveryAttempt,
+  DeliveryQuery,
+  NewWebhookEndpoint,
+  WebhookEndpoint,
+  WebhookEndpointChange,
+  WebhookEndpointQuery,
+} from '../core/webhooks/endpoint.js';
+import type { WebhookEvent } from '../core/webhooks/events.js';
+
+/**
+ * Webhook endpoints and the messages written for them. The messages themselves are written
+ * by PlantStore, in the transaction of the change they tell of (the outbox), for every
+ * enabled endpoint subscribed to the change's event at that moment.
+ */
+export interface WebhookStore {
+  create(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint>;
+  get(id: bigint): Promise<WebhookEndpoint | undefined>;
+  list(query: WebhookEndpointQuery): Promise<WebhookEndpoint[]>;
+  /** Applies the change atomically; undefined when no endpoint has the id. */
+  update(id: bigint, change: WebhookEndpointChange, at: Date): Promise<WebhookEndpoint | undefined>;
+  /** Deletes the endpoint with its messages; false when none had the id. */
+  delete(id: bigint): Promise<boolean>;
+  /**
+   * Makes `secret` the one that signs, the current one signing beside it until
+   * `previousUntil`; undefined when no endpoint has the id.
+   */
+  rotateSecret(
+    id: bigint,
+    secret: string,
+    at: Date,
+    previousUntil: Date,
+  ): Promise<WebhookEndpoint | undefined>;
+  /** A page of the endpoint's messages with their attempts, newest first. */
+  deliveries(query: DeliveryQuery): Promise<Delivery[]>;
+  /**
+   * Makes the message pending with its next attempt due at `at` (a failed one too);
+   * false when the endpoint has no message with this id.
+   */
+  retry(endpointId: bigint, messageId: bigint, at: Date): Promise<boolean>;
+}
+
+/** A message claimed for one attempt, with what is needed to send it. */
+export interface ClaimedMessage {
+  id: bigint;
+  /** `msg_...`: the `webhook-id` header, the same on every attempt. */
+  webhookId: string;
+  eventType: WebhookEvent;
+  /** The exact JSON body, ids as exact integers. */
+  payload: string;
+  createdAt: Date;
+  /** The 1-based number of this attempt. */
+  attempt: number;
+  /** The end of this claim's lease; `finish` records only while it is still ours. */
+  claimedUntil: Date;
+  endpoint: {
+    id: bigint;
+    url: string;
+    /** `whsec_...`: the current secret first, then the previous one while its overlap lasts. */
+    secrets: string[];
+  };
+}
+
+/** One attempt at sending a message, as the attempt log shows it. */
+export type AttemptRecord = DeliveryAttempt;
+
+/** What becomes of a message after an attempt. */
+export type NextStep =
+  | { kind: 'delivered' }
+  | { kind: 'retry'; at: Date }
+  | { kind: 'failed' }
+  /** 410 Gone: the endpoint is disabled; its pending messages are kept. */
+  | { kind: 'gone' };
+
+/**
+ * Due webhook messages, each claimed with a lease so that no two processes (workers,
+ * instances on one database) send the same attempt at once. A process killed mid-attempt
+ * leaves its lease to run out; the message is then claimed again, same `webhookId`.
+ */
+export interface WebhookQueue {
+  /**
+   * Claims up to `limit` pending messages due at `now` whose lease is free or over,
+   * setting their lease to `now + leaseMs`. Skips messages of disabled endpoints.
+   */
+  claim(now: Date, leaseMs: number, limit: number): Promise<ClaimedMessage[]>;
+  /**
+   * Records one attempt and its consequence, only while the lease `claimedUntil` is still
+   * this claim's; answers false (recording nothing) when it is not.
+   */
+  finish(
+    messageId: bigint,
+    claimedUntil: Date,
+    attempt: AttemptRecord,
+    next: NextStep,
+  ): Promise<boolean>;
+  /** When the earliest pending message of an enabled endpoint is due, or null if none is. */
+  nextDue(): Promise<Date | null>;
+  /** Deletes delivered and failed messages (and their attempts) completed before `before`. */
+  purge(before: Date): Promise<number>;
+  /**
+   * Disables the endpoints whose attempts have all failed since before `since` (none
+   * succeeded since then, and the first failure is older); answers how many.
+   */
+  disableFailing(since: Date, now: Date): Promise<number>;
+  /**
+   * Calls `listener` after each commit in this process that wrote at least one message
+   * (a plant change, a retry asked for); answers the function that stops it.
+   */
+  onMessages(listener: () => void): () => void;
+}

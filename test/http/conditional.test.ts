@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { forEachBackend } from '../helpers/setup.js';
+
+// ETag on reads and writes; If-Match on PATCH and DELETE (412 on a mismatch).
+
+const ETAG = /^"[A-Za-z0-9_-]{27}"$/;
+
+function errorCode(body: string): number {
+  return (JSON.parse(body) as { error: number }).error;
+}
+
+forEachBackend(({ setup }) => {
+  test('GET, POST and PATCH answer the ETag of the plant they answer with', async (t) => {
+    const { call } = await setup(t);
+    const created = await call({ method: 'POST', url: '/plants', json: '{"id":1,"name":"Fern"}' });
+    assert.equal(created.statusCode, 201);
+    assert.match(String(created.headers.etag), ETAG);
+    const read = await call({ method: 'GET', url: '/plants/1' });
+    assert.equal(read.headers.etag, created.headers.etag, 'same plant, same tag');
+    const patched = await call({ method: 'PATCH', url: '/plants/1', json: '{"tag":"x"}' });
+    assert.match(String(patched.headers.etag), ETAG);
+    assert.notEqual(patched.headers.etag, read.headers.etag, 'changed plant, new tag');
+    const again = await call({ method: 'GET', url: '/plants/1' });
+    assert.equal(again.headers.etag, patched.headers.etag);
+  });
+
+  test('two clients that read the same version cannot overwrite each other blindly', async (t) => {
+    const { call } = await setup(t);
+    await call({
+      method: 'POST',
+      url: '/plants',
+      json: '{"id":9223372036854775807,"name":"Fern"}',
+    });
+    const url = '/plants/9223372036854775807';
+    const { etag } = (await call({ method: 'GET', url })).headers;
+    const headers = { 'if-match': String(etag) };
+    const first = await call({ method: 'PATCH', url, json: '{"name":"Ivy"}', headers });
+    assert.equal(first.statusCode, 200, first.body);
+    const second = await call({ method: 'PATCH', url, json: '{"name":"Moss"}', headers });
+    assert.equal(second.statusCode, 412, second.body);
+    assert.equal(errorCode(second.body), 41201);
+    assert.equal(JSON.parse((await call({ method: 'GET', url })).body).name, 'Ivy');
+    const stale = await call({ method: 'DELETE', url, headers });
+    assert.equal(stale.statusCode, 412);
+    assert.equal((await call({ method: 'GET', url })).statusCode, 200, 'not deleted');
+    const current = { 'if-match': String(first.headers.etag) };
+    assert.equal((await call({ method: 'DELETE', url, headers: current })).statusCode, 204);
+  });
+
+  test('If-Match: *, lists, weak tags, missing plants and malformed values', async (t) => {
+    const { call } = await setup(t);
+    const created = await call({ method: 'POST', url: '/plants', json: '{"id":3,"name":"Fern"}' });
+    const etag = String(created.headers.etag);
+    const patch = (ifMatch: string) =>
+      call({ method: 'PATCH', url: '/plants/3', json: '{}', headers: { 'if-match': ifMatch } });
+    assert.equal((await patch('*')).statusCode, 200, 'any current representation');
+    assert.equal((await patch(`"nope", ${etag}`)).statusCode, 200, 'one of a list');
+    assert.equal((await patch(`W/${etag}`)).statusCode, 412, 'weak tags never match strongly');
+    assert.equal((await patch('"nope"')).statusCode, 412);
+    for (const bad of ['nope', '"a" "b"', ',', '"unterminated', '*, "a"']) {
+      const res = await patch(bad);
+      assert.equal(res.statusCode, 400, bad);
+      assert.equal(errorCode(res.body), 40007, bad);
+    }
+    const missing = await call({
+      method: 'DELETE',
+      url: '/plants/4',
+      headers: { 'if-match': '*' },
+    });
+    assert.equal(missing.statusCode, 404, 'a missing plant is 404, conditions aside');
+    assert.equal(errorCode(missing.body), 40401);
+  });
+});

@@ -1,0 +1,184 @@
+import assert from 'node:assert/strict';
+import type { ServerResponse } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { test, type TestContext } from 'node:test';
+import { ConnectionGuard } from '../../src/http/connections.js';
+import { setup } from '../helpers/setup.js';
+
+// The bounds of one connection, through the guard alone (a handler that answers when the
+// test says) and through the app on a listening server: requests in flight, pipelining,
+// and what HTTP/1.x forbids that Node's parser lets through.
+
+const healthz = (id: number) => `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: r${id}\r\n\r\n`;
+
+function openSocket(t: TestContext, port: number): Socket {
+  const socket = connect(port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  t.after(() => socket.destroy());
+  return socket;
+}
+
+/** Resolves once `condition` holds, checking on every turn of the event loop. */
+async function until(condition: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+async function guarded(t: TestContext, limits = { inFlight: 3, pipelined: 6 }) {
+  const held: ServerResponse[] = [];
+  const guard = new ConnectionGuard({ ...limits, sendTimeoutMs: 60_000 });
+  const server = guard.createServer(
+    (_request, response) => {
+      held.push(response);
+    },
+    { keepAliveTimeout: 5_000 },
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { held, port: (server.address() as AddressInfo).port };
+}
+
+test('a connection has at most `inFlight` requests handed on; the rest wait their turn', async (t) => {
+  const { held, port } = await guarded(t);
+  const socket = openSocket(t, port);
+  let text = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  socket.write([1, 2, 3, 4, 5].map(healthz).join(''));
+  await until(() => held.length === 3, 'three requests handed on');
+  // The two others were parsed (they came in the same read) but wait.
+  await new Promise((resolve) => setTimeout(resolve, 50).unref());
+  assert.equal(held.length, 3);
+  held[0]!.end('one');
+  await until(() => held.length === 4, 'the fourth handed on after one answer');
+  for (const response of held.slice(1)) response.end('more');
+  await until(() => held.length === 5, 'the fifth');
+  held[4]!.end('five');
+  await until(() => text.split('HTTP/1.1 200').length === 6, 'five answers');
+  assert.equal(socket.destroyed, false, 'a client within the bounds keeps its connection');
+});
+
+test('a client that pipelines beyond `pipelined` without answers is disconnected', async (t) => {
+  const { held, port } = await guarded(t);
+  const socket = openSocket(t, port);
+  const closed = new Promise((resolve) => socket.on('close', resolve));
+  socket.write(Array.from({ length: 7 }, (_, i) => healthz(i)).join(''));
+  await closed;
+  assert.equal(held.length, 3, 'only the first three were handed on');
+});
+
+test('reading stops while a connection has `inFlight` unanswered requests', async (t) => {
+  const { held, port } = await guarded(t, { inFlight: 2, pipelined: 4 });
+  const socket = openSocket(t, port).resume();
+  socket.write(healthz(1) + healthz(2));
+  await until(() => held.length === 2, 'two requests');
+  // Sent after the server stopped reading: were it read, 3 + 2 waiting would be over 4.
+  socket.write(healthz(3) + healthz(4) + healthz(5));
+  await new Promise((resolve) => setTimeout(resolve, 100).unref());
+  assert.equal(socket.destroyed, false);
+  assert.equal(held.length, 2);
+  held[0]!.end('a');
+  held[1]!.end('b');
+  await until(() => held.length === 4, 'reading resumed');
+});
+
+/** The app of `setup` listening on a port, with a token that may create plants. */
+async function listening(t: TestContext) {
+  const { app, token } = await setup(t);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return { token, port: (app.server.address() as AddressInfo).port };
+}
+
+/** Sends `data` and collects everything answered until the server closes or `ms` pass. */
+function exchange(t: TestContext, port: number, data: string, ms = 5_000) {
+  return new Promise<{ text: string; closed: boolean }>((resolve) => {
+    const socket = openSocket(t, port);
+    let text = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+    const timer = setTimeout(() => resolve({ text, closed: false }), ms).unref();
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve({ text, closed: true });
+    });
+    socket.write(data);
+  });
+}
+
+test('pipelined requests within the bound are all answered, in order', async (t) => {
+  const { port } = await listening(t);
+  const socket = openSocket(t, port);
+  let text = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  socket.write(Array.from({ length: 40 }, (_, i) => healthz(i)).join(''));
+  await until(() => text.split('{"status":"ok"}').length === 41, '40 answers');
+  const ids = [...text.matchAll(/x-request-id: (r\d+)/gi)].map((match) => match[1]);
+  assert.deepEqual(
+    ids,
+    Array.from({ length: 40 }, (_, i) => `r${i}`),
+  );
+});
+
+test('a request refused before its body arrived gets one answer, and the connection closes', async (t) => {
+  const { port } = await listening(t);
+  // Content-Length says 100, 4 bytes come: the 401 must not be followed, once the request
+  // timeout passes, by a 408 on the same connection.
+  const { text, closed } = await exchange(
+    t,
+    port,
+    'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+      'Content-Length: 100\r\n\r\n{"na',
+  );
+  assert.ok(closed, 'the server closed the connection');
+  assert.equal(text.split('HTTP/1.1 ').length, 2, `one answer: ${text}`);
+  assert.match(text, /^HTTP\/1\.1 401 /);
+  assert.match(text, /\r\nconnection: close\r\n/i);
+  // A refusal of a request whose body is complete keeps the connection.
+  const whole = await exchange(
+    t,
+    port,
+    'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+      'Content-Length: 2\r\n\r\n{}',
+    500,
+  );
+  assert.match(whole.text, /^HTTP\/1\.1 401 /);
+});
+
+test('two Host headers are 400, a version other than 1.0 and 1.1 is 505', async (t) => {
+  const { port } = await listening(t);
+  const twice = await exchange(t, port, 'GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', 500);
+  assert.match(twice.text, /^HTTP\/1\.1 400 /);
+  assert.match(twice.text, /\{"error":40006,"message":"A request has one Host header/);
+  const http10 = await exchange(t, port, 'GET /healthz HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n');
+  assert.match(http10.text, /^HTTP\/1\.1 400 /);
+  const http2 = await exchange(t, port, 'GET /plants HTTP/2.0\r\n\r\n');
+  assert.match(http2.text, /^HTTP\/1\.1 505 /);
+  assert.match(http2.text, /\r\ncontent-type: application\/json/i);
+  assert.match(http2.text, /\{"error":50501,"message":"HTTP\/2\.0 is not supported/);
+  const fine = await exchange(t, port, 'GET /healthz HTTP/1.0\r\n\r\n');
+  assert.match(fine.text, /^HTTP\/1\.1 200 /);
+});
+
+test('100 Continue is sent only after authentication', async (t) => {
+  const { token, port } = await listening(t);
+  const head = (auth: string) =>
+    `POST /plants HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\n` +
+    'Content-Length: 15\r\nExpect: 100-continue\r\n\r\n';
+  const refused = await exchange(t, port, head(''));
+  assert.match(refused.text, /^HTTP\/1\.1 401 /, 'no 100 Continue before the refusal');
+  assert.ok(refused.closed);
+
+  const socket = openSocket(t, port);
+  let text = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  socket.write(head(`Authorization: Bearer ${token}\r\n`));
+  await until(() => text.includes('\r\n\r\n'), 'an interim answer');
+  assert.equal(text, 'HTTP/1.1 100 Continue\r\n\r\n');
+  socket.write('{"name":"Fern"}');
+  await until(() => text.includes('"name":"Fern"'), 'the created plant');
+  assert.match(text, /\r\n\r\nHTTP\/1\.1 201 /);
+});

@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { composeApp } from '../../src/cli/compose.js';
+import { openSqliteStore } from '../../src/store/sqlite/open.js';
+import { makeTempDir } from '../helpers/setup.js';
+
+// The cap on open connections: connections beyond it are closed at once, those within it
+// are served, and a slot frees up when a connection closes.
+
+function open(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1' }, () => resolve(socket));
+    socket.on('error', reject);
+  });
+}
+
+/** The answer to a keep-alive GET /healthz, or 'closed' if the server hung up instead. */
+function health(socket: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString();
+      if (text.includes('{"status":"ok"}')) {
+        socket.off('data', onData);
+        resolve(text.split('\r\n')[0]!);
+      }
+    };
+    socket.on('data', onData);
+    socket.once('close', () => resolve(text === '' ? 'closed' : text));
+    socket.on('error', () => undefined);
+    socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  });
+}
+
+test('connections beyond --max-connections are closed at once; the others are served', async (t) => {
+  const store = openSqliteStore({ file: join(makeTempDir(t), 'c.db') });
+  const app = composeApp({ store, maxConnections: 2 });
+  // The server's end of each connection it accepts (those beyond the cap it drops unseen).
+  const accepted: Socket[] = [];
+  app.server.on('connection', (socket: Socket) => accepted.push(socket));
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  t.after(async () => {
+    await app.close();
+    await store.close();
+  });
+  const { port } = app.server.address() as AddressInfo;
+  const first = await open(port);
+  const second = await open(port);
+  t.after(() => {
+    first.destroy();
+    second.destroy();
+  });
+  assert.equal(await health(first), 'HTTP/1.1 200 OK');
+  assert.equal(await health(second), 'HTTP/1.1 200 OK');
+  const third = await open(port);
+  assert.equal(await health(third), 'closed');
+  assert.equal(accepted.length, 2);
+  // The slot is free once the server's end of the first connection has closed.
+  const freed = once(accepted[0]!, 'close');
+  first.destroy();
+  await freed;
+  const fourth = await open(port);
+  t.after(() => fourth.destroy());
+  assert.equal(await health(fourth), 'HTTP/1.1 200 OK', 'a slot freed up');
+});

@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import client from 'prom-client';
+import { prometheusMetrics } from '../../src/cli/metrics.js';
+import type { Metrics } from '../../src/core/metrics.js';
+import { openPostgresStore } from '../../src/store/postgres/open.js';
+import { openSqliteStore } from '../../src/store/sqlite/open.js';
+import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { makeTempDir, setup } from '../helpers/setup.js';
+
+/** The value of one sample in Prometheus' text format, or undefined when absent. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+test('requests are counted by route template, method and status', async (t) => {
+  const registry = new client.Registry();
+  const { call } = await setup(t, { metrics: prometheusMetrics(registry) });
+  assert.equal(
+    (await call({ method: 'POST', url: '/plants', json: '{"id":7,"name":"a"}' })).statusCode,
+    201,
+  );
+  assert.equal((await call({ method: 'GET', url: '/plants/7' })).statusCode, 200);
+  assert.equal((await call({ method: 'GET', url: '/plants/8' })).statusCode, 404);
+  assert.equal((await call({ method: 'GET', url: '/plants/8', token: null })).statusCode, 401);
+  assert.equal((await call({ method: 'GET', url: '/wp-login.php' })).statusCode, 404);
+
+  const text = await registry.metrics();
+  const requests = (labels: string) => sample(text, `plantstore_http_requests_total{${labels}}`);
+  assert.equal(requests('route="/plants",method="POST",status="201"'), 1);
+  assert.equal(requests('route="/plants/:id",method="GET",status="200"'), 1);
+  assert.equal(requests('route="/plants/:id",method="GET",status="404"'), 1);
+  assert.equal(requests('route="/plants/:id",method="GET",status="401"'), 1);
+  // A path no route matches is one label, whatever the path.
+  assert.equal(requests('route="unmatched",method="GET",status="404"'), 1);
+  assert.equal(
+    sample(
+      text,
+      'plantstore_http_request_duration_seconds_count{route="/plants/:id",method="GET"}',
+    ),
+    3,
+  );
+  assert.ok(sample(text, 'nodejs_heap_size_used_bytes')! > 0, "the process's own metrics");
+});
+
+test('rate-limit refusals are counted by policy', async (t) => {
+  const registry = new client.Registry();
+  const { call } = await setup(t, {
+    metrics: prometheusMetrics(registry),
+    rateLimits: { perToken: { quota: 1, windowSeconds: 60 }, authFailures: null },
+    now: () => Date.parse('2026-01-01T00:00:10Z'),
+  });
+  assert.equal((await call({ method: 'GET', url: '/plants' })).statusCode, 200);
+  assert.equal((await call({ method: 'GET', url: '/plants' })).statusCode, 429);
+  assert.equal((await call({ method: 'GET', url: '/plants' })).statusCode, 429);
+  const text = await registry.metrics();
+  assert.equal(sample(text, 'plantstore_rate_limit_refusals_total{policy="token"}'), 2);
+});
+
+/** Metrics that remember what the store reported. */
+function recording() {
+  const statements: string[] = [];
+  const commits: number[] = [];
+  const metrics: Metrics = {
+    request: () => undefined,
+    rateLimited: () => undefined,
+    statement: (name, seconds, ok) => {
+      assert.ok(seconds >= 0);
+      statements.push(`${name}:${ok ? 'ok' : 'error'}`);
+    },
+    groupCommit: (writes, seconds) => {
+      assert.ok(seconds >= 0);
+      commits.push(writes);
+    },
+  };
+  return { metrics, statements, commits };
+}
+
+test('SQLite reports each group commit with the writes it carried', async (t) => {
+  const { metrics, commits } = recording();
+  const store = openSqliteStore({ file: join(makeTempDir(t), 'm.db') }, undefined, metrics);
+  t.after(() => store.close());
+  await Promise.all(
+    Array.from({ length: 20 }, (_, i) => store.plants.insert({ id: BigInt(i), name: 'a' })),
+  );
+  await store.plants.insert({ id: 100n, name: 'b' });
+  assert.deepEqual(commits, [20, 1]);
+  assert.equal(store.connections, undefined, 'no pool to report on SQLite');
+});
+
+test('PostgreSQL reports statements by name and its pool', { skip: POSTGRES_SKIP }, async (t) => {
+  const { metrics, statements } = recording();
+  const store = await openPostgresStore({ url: await freshDatabase(t) }, undefined, metrics);
+  t.after(() => store.close());
+  await store.plants.insert({ id: 1n, name: 'a' });
+  await store.plants.get(1n);
+  await assert.rejects(store.plants.insert({ id: 1n, name: 'a' }));
+  assert.ok(statements.includes('plants.get:ok'), statements.join(' '));
+  const state = store.connections!();
+  assert.equal(state.max, 10);
+  assert.ok(
+    state.open >= 1 && state.idle <= state.open && state.waiting === 0,
+    JSON.stringify(state),
+  );
+});

@@ -1,0 +1,154 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { copyFileSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import Database from 'better-sqlite3';
+import { cleanEnv, ROOT, type Server, startServer } from '../helpers/server-process.js';
+import { makeTempDir } from '../helpers/setup.js';
+
+// plantstore backup and restore, as real processes beside a real server.
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function plantstore(args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['bin/plantstore', ...args],
+      { cwd: ROOT, env: cleanEnv() },
+      (error, stdout, stderr) => resolve({ code: error ? Number(error.code) : 0, stdout, stderr }),
+    );
+  });
+}
+
+async function token(db: string): Promise<string> {
+  const run = await plantstore(['token', 'create', '--db', db, '--name', 'backup']);
+  assert.equal(run.code, 0, run.stderr);
+  return run.stdout.trim();
+}
+
+/** Creates plants until `stop` is set; every answered id, in the order answered. */
+async function writer(server: Server, bearer: string, state: { stop: boolean; ids: string[] }) {
+  while (!state.stop) {
+    const res = await fetch(`${server.url}/plants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: '{"name":"Fern"}',
+    });
+    const text = await res.text();
+    assert.equal(res.status, 201, text);
+    state.ids.push(/"id":(-?\d+)/.exec(text)![1]!);
+  }
+}
+
+/** The plant ids in a database file, read directly, exact. */
+function idsIn(file: string): Set<string> {
+  const db = new Database(file, { readonly: true });
+  try {
+    db.defaultSafeIntegers(true);
+    const ids = db.prepare('SELECT id FROM plants').pluck().all() as bigint[];
+    return new Set(ids.map(String));
+  } finally {
+    db.close();
+  }
+}
+
+test('a backup under write load holds every write answered before it began', async (t) => {
+  const dir = makeTempDir(t);
+  const db = join(dir, 'live.db');
+  const backup = join(dir, 'backup.db');
+  const bearer = await token(db);
+  const server = await startServer(t, ['--db', db]);
+  const state = { stop: false, ids: [] as string[] };
+  const writers = Array.from({ length: 8 }, () => writer(server, bearer, state));
+  while (state.ids.length < 300) await new Promise((resolve) => setImmediate(resolve));
+
+  const answeredBefore = [...state.ids];
+  const made = await plantstore(['backup', backup, '--db', db]);
+  const answeredDuring = state.ids.length - answeredBefore.length;
+  state.stop = true;
+  await Promise.all(writers);
+  assert.equal(made.code, 0, made.stderr);
+  assert.match(made.stderr, /^backed up .* \(\d+ pages, schema version \d+\)\n$/);
+  assert.equal(statSync(backup).mode & 0o777, 0o600, 'the backup holds token hashes');
+
+  const copied = idsIn(backup);
+  const missing = answeredBefore.filter((id) => !copied.has(id));
+  assert.deepEqual(missing, [], `of ${answeredBefore.length} answered before the backup`);
+  t.diagnostic(`${answeredDuring} creates answered while the backup ran`);
+
+  const refused = await plantstore(['restore', backup, '--db', db]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /live\.db is in use \(is a server running on it\?\)/);
+  const all = state.ids.length;
+  assert.equal(idsIn(db).size, all, 'the refused restore changed nothing');
+
+  server.child.kill('SIGTERM');
+  assert.equal((await server.exited).code, 0);
+  const restored = await plantstore(['restore', backup, '--db', db]);
+  assert.equal(restored.code, 0, restored.stderr);
+  assert.deepEqual(idsIn(db), copied);
+
+  // The restored database serves, and serves the backup's plants.
+  const again = await startServer(t, ['--db', db]);
+  const res = await fetch(`${again.url}/plants/${answeredBefore[0]}`, {
+    headers: { authorization: `Bearer ${bearer}` },
+  });
+  assert.equal(res.status, 200, await res.text());
+});
+
+test('restore refuses a damaged backup and leaves the database as it was', async (t) => {
+  const dir = makeTempDir(t);
+  const db = join(dir, 'live.db');
+  await token(db);
+  const backup = join(dir, 'backup.db');
+  assert.equal((await plantstore(['backup', backup, '--db', db])).code, 0);
+  const damaged = join(dir, 'damaged.db');
+  const bytes = readFileSync(backup);
+  bytes.fill(0x5a, 4096, 8192); // the second page: a table's b-tree, overwritten
+  writeFileSync(damaged, bytes);
+  const before = readFileSync(db);
+
+  const run = await plantstore(['restore', damaged, '--db', db]);
+  assert.equal(run.code, 1);
+  assert.match(
+    run.stderr,
+    /^plantstore: .*damaged\.db (failed SQLite's integrity_check|is not a plantstore database)/,
+  );
+  assert.deepEqual(readFileSync(db), before);
+
+  const notOurs = join(dir, 'other.db');
+  new Database(notOurs).exec('CREATE TABLE t (x)').close();
+  const other = await plantstore(['restore', notOurs, '--db', db]);
+  assert.equal(other.code, 1);
+  assert.match(other.stderr, /other\.db is not a plantstore database/);
+});
+
+test('backup refuses to overwrite a file or to invent a database; PostgreSQL is pg_dump', async (t) => {
+  const dir = makeTempDir(t);
+  const db = join(dir, 'live.db');
+  await token(db);
+  const taken = join(dir, 'taken.db');
+  copyFileSync(db, taken);
+  const overwrite = await plantstore(['backup', taken, '--db', db]);
+  assert.equal(overwrite.code, 1);
+  assert.match(overwrite.stderr, /taken\.db exists already: name a new file for the backup/);
+
+  const missing = await plantstore(['backup', join(dir, 'b.db'), '--db', join(dir, 'typo.db')]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /no database at .*typo\.db/);
+
+  const postgres = await plantstore([
+    'backup',
+    join(dir, 'b.db'),
+    '--database-url',
+    'postgres://user@127.0.0.1:1/db',
+  ]);
+  assert.equal(postgres.code, 1);
+  assert.match(postgres.stderr, /on PostgreSQL use pg_dump and pg_restore/);
+});

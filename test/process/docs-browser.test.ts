@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { chromium, type Page } from 'playwright-core';
+import { buildOpenApiDocument } from '../../src/api/openapi.js';
+import { operations } from '../../src/api/operations.js';
+import { setup } from '../helpers/setup.js';
+import { ROOT } from '../helpers/server-process.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const skip = existsSync(CHROMIUM)
+  ? false
+  : `SKIPPED: ${CHROMIUM} is missing (apt-get install chromium); /docs is not checked in a browser`;
+if (skip) console.warn(`\n*** docs-browser.test.ts ${skip} ***\n`);
+
+/** Screenshots a person can look at after the run (ignored by git). */
+const ARTIFACTS = join(ROOT, '.tmp', 'artifacts');
+
+/** /docs of a fresh app in Chromium; any request leaving the server is refused and recorded. */
+async function openDocs(t: TestContext) {
+  const served = await setup(t);
+  const base = await served.app.listen({ host: '127.0.0.1', port: 0 });
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+  t.after(() => browser.close());
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  const elsewhere: string[] = [];
+  await page.route('**/*', (route) => {
+    const url = route.request().url();
+    if (url.startsWith(base) || url.startsWith('data:')) return route.continue();
+    elsewhere.push(url);
+    return route.abort();
+  });
+  const failures: string[] = [];
+  page.on('pageerror', (error) => failures.push(error.message));
+  await page.goto(`${base}/docs`);
+  await page.locator('.opblock').first().waitFor({ timeout: 15_000 });
+  return { page, token: served.token, elsewhere, failures };
+}
+
+async function screenshot(t: TestContext, page: Page, name: string) {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const path = join(ARTIFACTS, name);
+  await page.screenshot({ path, fullPage: false });
+  t.diagnostic(`screenshot: ${path}`);
+}
+
+test(
+  '/docs opens on the operations a reader calls, from local assets only',
+  { skip },
+  async (t) => {
+    const { page, elsewhere, failures } = await openDocs(t);
+    // Neither the page's assets nor the redirects to the page are operations to read about.
+    const shown = operations.filter((op) => !['/docs/{file}', '/', '/docs/'].includes(op.path));
+    // Swagger UI shows the document's webhook messages as operations of their own, after them.
+    const messages = Object.keys(buildOpenApiDocument().webhooks ?? {}).length;
+    assert.equal(
+      await page.locator('.opblock').count(),
+      shown.length + messages,
+      'no preflight, no asset',
+    );
+    assert.equal(await page.locator('.opblock-options').count(), 0);
+    const first = await page.locator('.opblock').first().boundingBox();
+    assert.ok(first !== null && first.y < 800, `first operation at y=${first?.y}, off the screen`);
+    assert.ok(
+      await page.locator('button.authorize').isVisible(),
+      'the bearer token can be entered',
+    );
+    // The rules in full are one click away, not in the way.
+    const rules = page.locator('details summary', { hasText: 'The rules in full' });
+    assert.equal(await rules.count(), 1);
+    await screenshot(t, page, 'docs-top.png');
+    assert.deepEqual(elsewhere, []);
+    assert.deepEqual(failures, []);
+  },
+);
+
+test('a plant created through /docs shows its id digit for digit', { skip }, async (t) => {
+  const { page, token, failures } = await openDocs(t);
+  await page.locator('button.authorize').click();
+  await page.locator('.modal-ux input[type=text], .modal-ux input[type=password]').fill(token);
+  await page.locator('.modal-ux button.authorize').click();
+  await page.locator('.modal-ux button.btn-done').click();
+
+  const create = page.locator('.opblock-post', { hasText: '/plants' }).first();
+  await create.locator('.opblock-summary').click();
+  await create.locator('button.try-out__btn').click();
+  // 2^53 + 1: the first integer a JavaScript number cannot hold.
+  await create
+    .locator('textarea.body-param__text')
+    .fill('{"id": 9007199254740993, "name": "Big fern"}');
+  await create.locator('button.execute').click();
+  const answer = create.locator('.live-responses-table .response-col_description pre').first();
+  await answer.waitFor({ timeout: 15_000 });
+  const text = await answer.innerText();
+  await answer.scrollIntoViewIfNeeded();
+  await screenshot(t, page, 'docs-created-plant.png');
+  assert.match(text, /"id": 9007199254740993,/);
+  assert.doesNotMatch(text, /9007199254740992/);
+  assert.match(
+    await create.locator('.live-responses-table tbody .response-col_status').first().innerText(),
+    /^201$/,
+  );
+  assert.deepEqual(failures, []);
+});
+
+test(
+  '"Try it out" on POST /plants offers a readable plant, and executing it as shown works',
+  { skip },
+  async (t) => {
+    const { page, token, failures } = await openDocs(t);
+    await page.locator('button.authorize').click();
+    await page.locator('.modal-ux input[type=text], .modal-ux input[type=password]').fill(token);
+    await page.locator('.modal-ux button.authorize').click();
+    await page.locator('.modal-ux button.btn-done').click();
+
+    const create = page.locator('.opblock-post', { hasText: '/plants' }).first();
+    await create.locator('.opblock-summary').click();
+    await create.locator('button.try-out__btn').click();
+    const offered = await create.locator('textarea.body-param__text').inputValue();
+    assert.deepEqual(JSON.parse(offered), { name: 'Fern', tag: 'shade' });
+    await create.locator('button.execute').click();
+    const answer = create.locator('.live-responses-table .response-col_description pre').first();
+    await answer.waitFor({ timeout: 15_000 });
+    const created = JSON.parse(await answer.innerText()) as Record<string, unknown>;
+    assert.deepEqual(
+      { ...created, id: typeof created.id },
+      { id: 'number', name: 'Fern', tag: 'shade' },
+    );
+    assert.notEqual(created.id, 0);
+    await screenshot(t, page, 'docs-example-created.png');
+    assert.deepEqual(failures, []);
+  },
+);

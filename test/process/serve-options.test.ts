@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { test, type TestContext } from 'node:test';
+import { cleanEnv, LISTENING, ROOT } from '../helpers/server-process.js';
+
+// The timeout and CORS options of `serve`: bad values are usage errors (exit 2) before
+// anything starts, and the environment variables work like the flags.
+
+function serve(args: string[], env: NodeJS.ProcessEnv = {}) {
+  return spawn(process.execPath, ['bin/plantstore', 'serve', '--db', ':memory:', ...args], {
+    cwd: ROOT,
+    env: { ...cleanEnv(), ...env },
+  });
+}
+
+async function refused(args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
+  const child = serve(args, env);
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
+  return stderr;
+}
+
+test('out-of-range and malformed timeouts are refused with exit 2', async () => {
+  for (const [args, message] of [
+    [['--request-timeout', '0s'], /"0s" is not a duration/],
+    [['--request-timeout', '2h'], /"2h" is out of range \(1s to 1h\)/],
+    [['--headers-timeout', '500ms'], /"500ms" is not a duration/],
+    [['--keep-alive-timeout', '61m'], /out of range/],
+    [['--shutdown-grace', 'soon'], /"soon" is not a duration/],
+    [
+      ['--request-timeout', '5s', '--headers-timeout', '6s'],
+      /--headers-timeout \(6s\) cannot be longer than --request-timeout \(5s\)/,
+    ],
+  ] as const) {
+    assert.match(await refused([...args]), message, args.join(' '));
+  }
+  assert.match(
+    await refused([], { PLANTSTORE_HEADERS_TIMEOUT: '40s' }),
+    /--headers-timeout \(40s\) cannot be longer than --request-timeout \(30s\)/,
+  );
+});
+
+test('malformed --cors-origins are refused with exit 2', async () => {
+  for (const [value, message] of [
+    ['https://app.example/', /write it as https:\/\/app\.example/],
+    ['*,https://app.example', /give it alone/],
+    ['app.example', /not an origin/],
+  ] as const) {
+    assert.match(await refused(['--cors-origins', value]), message, value);
+  }
+  assert.match(await refused([], { PLANTSTORE_CORS_ORIGINS: 'ftp://x.example' }), /not an origin/);
+});
+
+async function listening(t: TestContext, env: NodeJS.ProcessEnv): Promise<string> {
+  const child = serve(['--port', '0'], env);
+  t.after(() => child.kill('SIGKILL'));
+  for await (const line of createInterface({ input: child.stdout })) {
+    const url = LISTENING.exec((JSON.parse(line) as { msg?: string }).msg ?? '')?.[1];
+    if (url !== undefined) return url;
+  }
+  assert.fail('serve exited before listening');
+}
+
+test('the environment sets the keep-alive timeout and the CORS origins', async (t) => {
+  const url = await listening(t, {
+    PLANTSTORE_KEEP_ALIVE_TIMEOUT: '7s',
+    PLANTSTORE_CORS_ORIGINS: 'https://app.example',
+  });
+  const res = await fetch(`${url}/healthz`, { headers: { origin: 'https://app.example' } });
+  await res.text();
+  assert.equal(res.headers.get('keep-alive'), 'timeout=7');
+  assert.equal(res.headers.get('access-control-allow-origin'), 'https://app.example');
+});
+
+test('timeouts longer than Node’s own defaults start: a 1 h request timeout, a 10 min header timeout', async (t) => {
+  const url = await listening(t, {
+    PLANTSTORE_REQUEST_TIMEOUT: '1h',
+    PLANTSTORE_HEADERS_TIMEOUT: '10m',
+  });
+  const res = await fetch(`${url}/healthz`);
+  assert.equal(res.status, 200, await res.text());
+});

@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { CLK_TCK, parseProcStat, statCpuSeconds } from '../../bench/cpu.js';
+import { parseTcpTable } from '../../bench/postgres.js';
+import { figures, median, pairedRatios, side } from '../../bench/summary.js';
+import type { TurnMeasure } from '../../bench/turn.js';
+import { parseWrkOutput, type WrkResult } from '../../bench/wrk.js';
+
+// The benchmark's readings: /proc parsing, wrk's result line, and the figures made of them.
+
+describe('/proc readings', () => {
+  it('reads utime + stime after a command name holding spaces and parentheses', () => {
+    const fields = ['S', ...Array.from({ length: 10 }, () => '0'), '250', '50', '7', '8'];
+    const stat = `4242 (node (a) b) ${fields.join(' ')} 20 0 1`;
+    assert.equal(statCpuSeconds(stat), 300 / CLK_TCK);
+  });
+
+  it('reads busy (user, nice, system, irq, softirq) and steal from the cpu line', () => {
+    const text = 'cpu  100 10 50 9999 77 3 7 20 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n';
+    assert.deepEqual(parseProcStat(text), { busy: 170 / CLK_TCK, steal: 20 / CLK_TCK });
+    assert.equal(parseProcStat('intr 1 2 3'), undefined);
+  });
+
+  it("finds the local ports of a process's connections to one remote port", () => {
+    const table = [
+      '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',
+      '   0: 0100007F:D431 0100007F:1538 01 00000000:00000000 00:00000000 00000000     0        0 111 1',
+      '   1: 0100007F:D432 0100007F:1538 01 00000000:00000000 00:00000000 00000000     0        0 222 1',
+      '   2: 0100007F:D433 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 333 1',
+      '   3: 0100007F:D434 0100007F:1538 01 00000000:00000000 00:00000000 00000000     0        0 444 1',
+    ].join('\n');
+    // 0x1538 is 5432; inode 222 is someone else's, 333 goes to another port.
+    assert.deepEqual(parseTcpTable(table, new Set(['111', '333', '444']), 5432), [0xd431, 0xd434]);
+  });
+});
+
+const WRK_LINE =
+  'BENCH-WRK {"seconds":2.000000,"requests":20000,"sent":20064,"p50us":3000,"p99us":9000,' +
+  '"meanUs":3100.5,"maxUs":20000,"connect":0,"read":1,"write":0,"status":2,"timeout":0,' +
+  '"cpuSeconds":0.300000}';
+
+describe('parseWrkOutput', () => {
+  it("reads load.lua's line after wrk's own report", () => {
+    const result = parseWrkOutput(
+      `Running 2s test @ http://127.0.0.1:1\n  1 threads\n${WRK_LINE}\n`,
+    );
+    assert.equal(result.requests, 20000);
+    assert.equal(result.sent, 20064);
+    assert.equal(result.cpuSeconds, 0.3);
+  });
+
+  it('refuses output without the line, or with a field missing', () => {
+    assert.throws(() => parseWrkOutput('Running 2s test\n'), /no result line/);
+    assert.throws(() => parseWrkOutput(WRK_LINE.replace('"read":1,', '')), /read is not a number/);
+  });
+});
+
+const wrk = (over: Partial<WrkResult> = {}): WrkResult => ({
+  ...parseWrkOutput(WRK_LINE),
+  read: 0,
+  status: 0,
+  ...over,
+});
+
+const turn = (
+  serverCpu: number,
+  over: Partial<WrkResult> = {},
+  rest: Partial<TurnMeasure> = {},
+) => ({
+  contender: 'x',
+  wrk: wrk(over),
+  serverCpu,
+  idleCpu: 0.02,
+  wall: 2,
+  ...rest,
+});
+
+describe('figures', () => {
+  it('gives req/s, CPU per request and the shares of a core from one turn', () => {
+    const f = figures(turn(1.9, {}, { dbCpu: 0.4, otherCpu: 0.5, steal: 0 }));
+    assert.equal(f.rps, 10000);
+    assert.ok(Math.abs(f.cpuUs - 95) < 1e-9);
+    assert.ok(Math.abs(f.serverShare - 0.95) < 1e-9);
+    assert.ok(Math.abs(f.wrkShare - 0.15) < 1e-9);
+    assert.ok(Math.abs(f.dbCpuUs! - 20) < 1e-9);
+    assert.equal(f.otherCores, 0.25);
+    assert.equal(f.idleCores, 0.01);
+  });
+
+  it('counts every kind of wrk error, and names them on the side', () => {
+    const s = side('a', [turn(1, { read: 2, status: 3 }), turn(1, { timeout: 1 })]);
+    assert.equal(s.errors, 6);
+    assert.equal(s.errorText, '2 read, 3 status ≥ 400, 1 timeout');
+  });
+
+  it('takes medians over turns, ignoring what is not a number', () => {
+    assert.equal(median([3, 1, 2]), 2);
+    assert.equal(median([4, 1, 3, 2]), 2.5);
+    assert.equal(median([Number.NaN, 5]), 5);
+    assert.ok(Number.isNaN(median([])));
+  });
+});
+
+describe('pairedRatios', () => {
+  it('is the median over rounds of each round’s ratio, not the ratio of the medians', () => {
+    // Round by round the subject is 0.9×, 0.9×, then 15× (a disturbed round) the yardstick;
+    // the medians of each side would give 9000 ÷ 5000 = 1.8.
+    const subject = [9000, 18000, 30000].map((requests) => turn(1, { requests }));
+    const yardstick = [10000, 20000, 2000].map((requests) => turn(1, { requests }));
+    assert.equal(side('s', subject).rps / side('y', yardstick).rps, 1.8);
+    assert.ok(Math.abs(pairedRatios(subject, yardstick).rps - 0.9) < 1e-9);
+  });
+
+  it('puts CPU per request the way up req/s are: yardstick ÷ subject', () => {
+    // The subject spends twice the CPU per request: 0.5.
+    const r = pairedRatios([turn(2), turn(2)], [turn(1), turn(1)]);
+    assert.equal(r.cpu, 0.5);
+  });
+});

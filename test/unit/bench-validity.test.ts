@@ -1,0 +1,183 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { CONTENDERS, fullPlan, selectGroups } from '../../bench/plan.js';
+import type { Row } from '../../bench/rows.js';
+import type { Side } from '../../bench/summary.js';
+import { checks, type Facts } from '../../bench/targets.js';
+import { expectations, selfCheckReasons, sideReasons, startReasons } from '../../bench/validity.js';
+
+// When a row is invalid, what the targets say of a run, and the plan's consistency.
+
+const busy: Side = {
+  name: 'plantstore power',
+  turns: 8,
+  rps: 10000,
+  cpuUs: 95,
+  p50ms: 5,
+  p99ms: 10,
+  errors: 0,
+  errorText: '',
+  serverShare: 0.97,
+  wrkShare: 0.2,
+  idleCores: 0.01,
+  otherCores: 0.03,
+  stealCores: 0,
+};
+const cpuBound = { cpuBound: true };
+
+describe('sideReasons', () => {
+  it('finds nothing wrong with a busy server, an idle load generator and a quiet machine', () => {
+    assert.deepEqual(sideReasons(busy, cpuBound), []);
+  });
+
+  it('marks the load generator being the busy side', () => {
+    const [reason] = sideReasons({ ...busy, wrkShare: 0.9 }, cpuBound);
+    assert.match(reason!, /wrk used 90% of its core/);
+  });
+
+  it('marks a CPU-bound server held back, but not one that waits for fsync', () => {
+    assert.match(sideReasons({ ...busy, serverShare: 0.6 }, cpuBound)[0]!, /used 60% of its core/);
+    assert.deepEqual(sideReasons({ ...busy, serverShare: 0.6 }, { cpuBound: false }), []);
+  });
+
+  it("marks other processes' load, the run's idle servers counted in", () => {
+    assert.match(sideReasons({ ...busy, otherCores: 0.5 }, cpuBound)[0]!, /0\.51 cores/);
+    assert.match(
+      sideReasons({ ...busy, otherCores: 0, idleCores: 0.2 }, cpuBound)[0]!,
+      /idle servers 0\.20/,
+    );
+  });
+
+  it('marks steal, errors and wrong statuses', () => {
+    assert.match(sideReasons({ ...busy, stealCores: 0.1 }, cpuBound)[0]!, /hypervisor/);
+    const errors = { ...busy, errors: 3, errorText: '3 status ≥ 400' };
+    assert.match(sideReasons(errors, cpuBound)[0]!, /3 errors \(3 status ≥ 400\)/);
+  });
+});
+
+describe('expectations', () => {
+  it('expects a busy core of reads and of writes that do not wait for the disk, at 64 connections', () => {
+    const power = CONTENDERS['plantstore power'].role;
+    const process = CONTENDERS['plantstore process'].role;
+    assert.equal(expectations(power, false, 64).cpuBound, true);
+    assert.equal(expectations(power, true, 64).cpuBound, false);
+    assert.equal(expectations(process, true, 64).cpuBound, true);
+    assert.equal(expectations(CONTENDERS.fastify.role, true, 64).cpuBound, true);
+    assert.equal(expectations(power, false, 1).cpuBound, false);
+    assert.equal(expectations(CONTENDERS['plantstore postgres'].role, false, 64).cpuBound, false);
+  });
+});
+
+describe('startReasons', () => {
+  it('distrusts the start-to-ready figure when other processes were busy meanwhile', () => {
+    assert.deepEqual(startReasons([{ readyMs: 500, otherCores: 0.1 }, { readyMs: 500 }]), []);
+    assert.match(startReasons([{ readyMs: 500, otherCores: 0.6 }])[0]!, /up to 0\.60 cores/);
+    assert.deepEqual(startReasons([]), []);
+  });
+});
+
+describe('selfCheckReasons', () => {
+  it('holds the self-check to 1 ± 0.05 in req/s and in CPU', () => {
+    assert.deepEqual(selfCheckReasons(1.04, 0.96), []);
+    assert.equal(selfCheckReasons(1.06, 1).length, 1);
+    assert.equal(selfCheckReasons(1, Number.NaN).length, 1);
+  });
+});
+
+const facts: Facts = {
+  starts: [
+    { readyMs: 600, otherCores: 0.01 },
+    { readyMs: 700 },
+    { readyMs: 1200, otherCores: 0.1 },
+  ],
+  rssMb: { 'plantstore power': 120 },
+  fsyncP50ms: 1,
+  largePlants: 1_000_000,
+  smallPlants: 10_000,
+};
+
+function row(over: Partial<Row>): Row {
+  return {
+    group: 'sqlite-large/getOne/64',
+    scenario: 'getOne',
+    data: 'sqlite-large',
+    plants: 1_000_000,
+    connections: 64,
+    rounds: 8,
+    subject: busy,
+    yardstick: { ...busy, name: 'fastify' },
+    ratios: { rps: 0.96, cpu: 0.94, p99: 1.2 },
+    selfCheck: false,
+    reasons: [],
+    ...over,
+  };
+}
+
+describe('checks', () => {
+  it('needs both req/s and CPU per request at the goal', () => {
+    const get = checks([row({})], facts).find((c) =>
+      c.target.startsWith('GET /plants/{id} SQLite power'),
+    );
+    assert.equal(get?.met, false, 'CPU 0.94 is under 0.95');
+    assert.equal(get?.measured, 'req/s 0.96×, CPU 0.94×');
+  });
+
+  it('says "not measured" of a target without its row, and judges the facts', () => {
+    const all = checks([], facts);
+    assert.equal(all.find((c) => c.target.startsWith('POST /plants PostgreSQL'))?.met, undefined);
+    assert.equal(all.find((c) => c.target.startsWith('peak RSS'))?.met, true);
+    assert.equal(
+      all.find((c) => c.target.startsWith('start to ready'))?.measured,
+      'median 700 ms of 600, 700, 1200',
+    );
+  });
+
+  it('holds a power-durable write at one connection to one fsync plus 0.1 ms', () => {
+    const one = (p50ms: number) =>
+      row({ scenario: 'delete', connections: 1, subject: { ...busy, p50ms } });
+    const verdict = (p50ms: number) =>
+      checks([one(p50ms)], facts).find((c) => c.target.includes('at 1 connection'))?.met;
+    assert.equal(verdict(1.09), true);
+    assert.equal(verdict(1.2), false);
+  });
+});
+
+describe('the plan', () => {
+  it('runs every contender a row names in that row’s group, and names groups uniquely', () => {
+    const groups = fullPlan(64);
+    assert.equal(new Set(groups.map((g) => g.id)).size, groups.length);
+    for (const g of groups) {
+      for (const r of g.rows) {
+        for (const name of [r.subject, r.yardstick, r.beside]) {
+          if (name !== undefined) assert.ok(g.contenders.includes(name), `${g.id}: ${name}`);
+        }
+      }
+      for (const name of g.contenders) {
+        const data = CONTENDERS[name].data;
+        assert.equal(data, g.data, `${g.id}: ${name} runs on ${data}`);
+      }
+    }
+  });
+
+  it('has every target row: four scenarios on SQLite (both durabilities) and PostgreSQL', () => {
+    const rows = fullPlan(64).flatMap((g) => g.rows.map((r) => `${g.id} ${r.subject}`));
+    for (const s of ['delete', 'post', 'getOne', 'list']) {
+      assert.ok(rows.includes(`sqlite-large/${s}/64 plantstore power`));
+      assert.ok(rows.includes(`sqlite-large/${s}/64 plantstore process`));
+      assert.ok(rows.includes(`postgres/${s}/64 plantstore postgres`));
+    }
+    assert.ok(rows.includes('sqlite-large/getOne/64 bare'), 'the self-check');
+  });
+
+  it('selects groups by any part of their id', () => {
+    const ids = selectGroups(fullPlan(64), ['postgres', '/1']).map((g) => g.id);
+    assert.deepEqual(ids, [
+      'sqlite-large/delete/1',
+      'sqlite-large/post/1',
+      'postgres/delete/64',
+      'postgres/post/64',
+      'postgres/getOne/64',
+      'postgres/list/64',
+    ]);
+  });
+});

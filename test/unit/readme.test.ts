@@ -1,0 +1,49 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { errorCatalogue, statusOf } from '../../src/core/errors.js';
+
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+/** Table rows as trimmed cells, so column padding by a formatter does not matter. */
+const rows = readme
+  .split('\n')
+  .filter((line) => line.startsWith('|'))
+  .map((line) =>
+    line
+      .split('|')
+      .slice(1, -1)
+      .map((cell) => cell.trim())
+      .join(' | '),
+  );
+
+test('the README lists every error of the catalogue, with its status and meaning', () => {
+  for (const kind of Object.values(errorCatalogue)) {
+    const row = `${kind.code} | ${statusOf(kind)} | ${kind.message}`;
+    assert.ok(rows.includes(row), `README.md is missing the row: | ${row} |`);
+  }
+});
+
+test('the README lists no error code the catalogue does not have', () => {
+  const codes = new Set<number>(Object.values(errorCatalogue).map((kind) => kind.code));
+  const listed = rows.filter((row) => /^\d{5} \|/.test(row)).map((row) => Number(row.slice(0, 5)));
+  assert.ok(listed.length > 0);
+  assert.deepEqual(
+    listed.filter((code) => !codes.has(code)),
+    [],
+  );
+});
+
+test('the README starts with the commands a new user runs, in order', () => {
+  const firstBlock = readme.split('```')[1] ?? '';
+  const order = ['npm ci && npm start', 'TOKEN=$(./bin/plantstore token create)', 'npm test'];
+  const positions = order.map((command) => firstBlock.indexOf(command));
+  assert.ok(
+    positions.every((p) => p >= 0),
+    `first code block must contain ${order.join(', ')}`,
+  );
+  assert.deepEqual(
+    [...positions].sort((a, b) => a - b),
+    positions,
+  );
+});
