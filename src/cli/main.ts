@@ -29,8 +29,9 @@ import { backupCommands } from './backup-commands.js';
 import { databaseName, named, withDatabase } from './database.js';
 import { plantsCommand } from './plants-command.js';
 import { tokenCommand } from './token-commands.js';
+import { type WebhookCommandOptions, webhookOptions } from './webhook-options.js';
 
-interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions {
+interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions, WebhookCommandOptions {
   host: string;
   port: number;
   durability: Durability;
@@ -149,6 +150,11 @@ function program(): Command {
         .default('info')
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
+    .addOption(webhookOptions.timeout())
+    .addOption(webhookOptions.retrySchedule())
+    .addOption(webhookOptions.allowNetworks())
+    .addOption(webhookOptions.disableAfter())
+    .addOption(webhookOptions.retention())
     .action(async (options: ServeCommandOptions, command: Command) => {
       const timeouts = edgeTimeouts(options);
       if (typeof timeouts === 'string') {
@@ -201,6 +207,13 @@ function program(): Command {
         trustProxy: options.trustProxy,
         // A --workers worker reports to the primary, which alone listens.
         ...(metricsListen && { metrics: cluster.isWorker ? 'to-primary' : metricsListen }),
+        webhooks: {
+          timeoutMs: options.webhookTimeout,
+          retryScheduleMs: options.webhookRetrySchedule,
+          allowNetworks: options.webhookAllowNetworks,
+          disableAfterMs: options.webhookDisableAfter,
+          retentionMs: options.webhookRetention,
+        },
       });
     });
 

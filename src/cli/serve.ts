@@ -4,6 +4,12 @@ import { openStore, type StoreConfig } from '../store/open.js';
 import type { Store } from '../store/store.js';
 import { composeApp, type ComposeOptions } from './compose.js';
 import { type MetricsOption, startMetrics } from './metrics.js';
+import {
+  type RunningDelivery,
+  startDelivery,
+  type WebhookDelivery,
+  webhookDestinations,
+} from './webhooks.js';
 
 /** What `serve` passes on to the app: the limits, rate limits and CORS of the HTTP edge. */
 export type EdgeOptions = Pick<
@@ -29,11 +35,14 @@ export interface ServeOptions extends EdgeOptions {
   shutdownGraceMs: number;
   /** Serve Prometheus metrics; nothing is measured when absent. */
   metrics?: MetricsOption;
+  webhooks: WebhookDelivery;
 }
 
 /**
- * Opens the store, listens, and on SIGTERM/SIGINT stops accepting connections, lets
- * in-flight requests finish, closes the store and exits 0.
+ * Opens the store, listens, delivers webhooks, and on SIGTERM/SIGINT stops accepting
+ * connections and claiming messages, lets in-flight requests and webhook attempts finish
+ * (those still running after the grace period are cut off; an attempt cut off is sent
+ * again by whichever process claims it after its lease), closes the store and exits 0.
  */
 export async function serve({
   host,
@@ -43,6 +52,7 @@ export async function serve({
   logLevel,
   shutdownGraceMs,
   metrics: metricsOption,
+  webhooks,
   ...edge
 }: ServeOptions): Promise<void> {
   // One logger for the store, the services and the app, so that what the store says while
@@ -65,9 +75,11 @@ export async function serve({
   const app = composeApp({
     store,
     logger,
+    webhookDestinations: webhookDestinations(webhooks),
     ...edge,
     ...(measuring && { metrics: measuring.metrics }),
   });
+  let delivery: RunningDelivery | undefined;
   let stopping = false;
   // Never rejects: any failure is logged and ends the process with 1.
   const stop = async (signal: NodeJS.Signals) => {
@@ -77,7 +89,7 @@ export async function serve({
       app.log.info({ signal }, 'shutting down');
       // Requests still running after the grace period are cut off rather than awaited forever.
       setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
-      await app.close();
+      await Promise.all([app.close(), delivery?.stop(shutdownGraceMs)]);
       await store.close();
       await measuring?.close();
       app.log.info('stopped');
@@ -97,4 +109,6 @@ export async function serve({
     await measuring?.close();
     throw error;
   }
+  // Started once the port is ours: a process that fails to start sends nothing.
+  if (!stopping) delivery = startDelivery(store, webhooks, app.log);
 }

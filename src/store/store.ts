@@ -130,6 +130,12 @@ export interface Store {
   readonly webhooks: WebhookStore;
   readonly webhookQueue: WebhookQueue;
   /**
+   * Calls `listener` when another process on the database has written webhook messages
+   * (PostgreSQL: LISTEN/NOTIFY); absent where no such signal exists (SQLite: the other
+   * processes' messages are found by polling). Answers the function that stops it.
+   */
+  onRemoteMessages?(listener: () => void): () => void;
+  /**
    * Where processes share their rate-limit counts; absent where each process counts on
    * its own (SQLite: see the README).
    */

@@ -32,6 +32,11 @@ export function cleanEnv(): NodeJS.ProcessEnv {
     'PLANTSTORE_RATE_LIMIT',
     'PLANTSTORE_AUTH_FAILURE_LIMIT',
     'PLANTSTORE_TRUST_PROXY',
+    'PLANTSTORE_WEBHOOK_TIMEOUT',
+    'PLANTSTORE_WEBHOOK_RETRY_SCHEDULE',
+    'PLANTSTORE_WEBHOOK_ALLOW_NETWORKS',
+    'PLANTSTORE_WEBHOOK_DISABLE_AFTER',
+    'PLANTSTORE_WEBHOOK_RETENTION',
   ]);
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
 }

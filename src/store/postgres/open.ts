@@ -13,6 +13,7 @@ import { postgresRateLimits } from './rate-limits.js';
 import { CONNECT_TIMEOUT_MS, DEFAULT_POOL_SIZE, STATEMENT_TIMEOUT_MS } from './timeouts.js';
 import { postgresTokens } from './tokens.js';
 import { MessageSignal } from '../webhook-rows.js';
+import { WebhookNotifications } from './webhook-listen.js';
 import { postgresWebhookQueue } from './webhook-queue.js';
 import { postgresWebhooks } from './webhooks.js';
 
@@ -70,6 +71,10 @@ export async function openPostgresStore(
   let closed = false;
   const signal = new MessageSignal(log);
   const wake = () => signal.fire();
+  // Other processes' messages (NOTIFY in their commits), heard on a LISTEN connection.
+  const remote = new MessageSignal(log);
+  const config = connectionConfig(url, durability);
+  const notifications = new WebhookNotifications(config, () => remote.fire(), log);
   return {
     plants: postgresPlants(query, wake),
     tokens: postgresTokens(query),
@@ -77,6 +82,10 @@ export async function openPostgresStore(
     idempotency: postgresIdempotency(query),
     webhooks: postgresWebhooks(query, wake),
     webhookQueue: postgresWebhookQueue(query, signal),
+    onRemoteMessages(listener) {
+      notifications.start();
+      return remote.on(listener);
+    },
     rateLimits: postgresRateLimits(query),
     migration,
     async ping() {
@@ -91,6 +100,7 @@ export async function openPostgresStore(
     async close() {
       if (closed) return;
       closed = true;
+      await notifications.close();
       await pool.end();
     },
   };

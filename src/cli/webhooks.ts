@@ -1,0 +1,70 @@
+import { readFileSync } from 'node:fs';
+import type { Log } from '../core/log.js';
+import { AddressPolicy, type Network } from '../core/webhooks/address-policy.js';
+import type { DestinationCheck } from '../core/webhooks/delivery.js';
+import { destinationCheck, systemResolve } from '../outbound/destination.js';
+import { HttpWebhookSender } from '../outbound/webhook-sender.js';
+import { WebhookDispatcher } from '../service/webhook-dispatcher.js';
+import type { Store } from '../store/store.js';
+
+/** How `serve` delivers webhooks (its --webhook-* options). */
+export interface WebhookDelivery {
+  timeoutMs: number;
+  retryScheduleMs: readonly number[];
+  allowNetworks: readonly Network[];
+  disableAfterMs: number;
+  retentionMs: number;
+}
+
+/** `plantstore/<version>`, the user-agent of every webhook request. */
+export function userAgent(): string {
+  // ../../package.json from src/cli and from dist/cli alike.
+  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  return `plantstore/${(JSON.parse(text) as { version: string }).version}`;
+}
+
+/** The subscription-time check, with the same networks open as for sending. */
+export function webhookDestinations(
+  delivery: Pick<WebhookDelivery, 'allowNetworks'>,
+): DestinationCheck {
+  return destinationCheck(new AddressPolicy(delivery.allowNetworks), systemResolve);
+}
+
+/** A running dispatcher and its sender; `stop` ends both (see WebhookDispatcher.stop). */
+export interface RunningDelivery {
+  stop(graceMs: number): Promise<void>;
+}
+
+/**
+ * Starts delivering the queue's messages from this process. Every `serve` process runs one
+ * (each worker of --workers, each instance on one PostgreSQL): the queue's leases keep
+ * them from sending the same attempt at once.
+ */
+export function startDelivery(
+  store: Pick<Store, 'webhookQueue' | 'onRemoteMessages'>,
+  delivery: WebhookDelivery,
+  log: Log,
+): RunningDelivery {
+  const sender = new HttpWebhookSender({
+    policy: new AddressPolicy(delivery.allowNetworks),
+    timeoutMs: delivery.timeoutMs,
+    userAgent: userAgent(),
+  });
+  const dispatcher = new WebhookDispatcher({
+    queue: store.webhookQueue,
+    wakeSources: store.onRemoteMessages === undefined ? [] : [store.onRemoteMessages.bind(store)],
+    sender,
+    log,
+    timeoutMs: delivery.timeoutMs,
+    schedule: delivery.retryScheduleMs,
+    retentionMs: delivery.retentionMs,
+    disableAfterMs: delivery.disableAfterMs,
+  });
+  dispatcher.start();
+  return {
+    async stop(graceMs) {
+      await dispatcher.stop(graceMs);
+      sender.close();
+    },
+  };
+}

@@ -1,0 +1,334 @@
+import assert from 'node:assert/strict';
+import { EventEmitter, once } from 'node:events';
+import { describe, it, type TestContext } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { silentLog, type Log } from '../../src/core/log.js';
+import type {
+  OutboundMessage,
+  SendOutcome,
+  WebhookSender,
+} from '../../src/core/webhooks/delivery.js';
+import { newSecret } from '../../src/core/webhooks/signature.js';
+import { type DispatcherOptions, WebhookDispatcher } from '../../src/service/webhook-dispatcher.js';
+import type {
+  AttemptRecord,
+  ClaimedMessage,
+  NextStep,
+  WebhookQueue,
+} from '../../src/store/store.js';
+
+// The dispatcher against a queue in memory and a sender that answers what the test says:
+// outcomes become the right next steps, wake-ups, bounds on attempts in flight, stopping.
+
+interface Finished {
+  message: ClaimedMessage;
+  record: AttemptRecord;
+  next: NextStep;
+}
+
+class MemoryQueue extends EventEmitter implements WebhookQueue {
+  readonly pending: Omit<ClaimedMessage, 'claimedUntil' | 'attempt'>[] = [];
+  readonly finished: Finished[] = [];
+  readonly calls: string[] = [];
+  private readonly subscribers = new Set<() => void>();
+  private readonly leased = new Map<bigint, ClaimedMessage>();
+
+  add(count: number, endpointId = 1n, secrets = [SECRET]): void {
+    for (let i = 0; i < count; i++) {
+      const id = BigInt(this.pending.length + this.finished.length + 1);
+      this.pending.push({
+        id,
+        webhookId: `msg_${id}`,
+        eventType: 'plant.created',
+        payload: `{"id":${id},"name":"Fern"}`,
+        createdAt: new Date(),
+        endpoint: { id: endpointId, url: `http://hooks.test/${endpointId}`, secrets },
+      });
+    }
+    for (const listener of this.subscribers) listener();
+  }
+
+  async claim(now: Date, leaseMs: number, limit: number): Promise<ClaimedMessage[]> {
+    this.calls.push(`claim ${limit}`);
+    const free = this.pending.filter((m) => !this.leased.has(m.id)).slice(0, limit);
+    return free.map((m) => {
+      const claimed = { ...m, attempt: 1, claimedUntil: new Date(now.getTime() + leaseMs) };
+      this.leased.set(m.id, claimed);
+      return claimed;
+    });
+  }
+
+  async finish(id: bigint, until: Date, record: AttemptRecord, next: NextStep): Promise<boolean> {
+    const message = this.leased.get(id)!;
+    assert.equal(message.claimedUntil.getTime(), until.getTime());
+    this.leased.delete(id);
+    this.pending.splice(
+      this.pending.findIndex((m) => m.id === id),
+      1,
+    );
+    this.finished.push({ message, record, next });
+    this.emit('finished');
+    return true;
+  }
+
+  async nextDue(): Promise<Date | null> {
+    return null;
+  }
+
+  async purge(before: Date): Promise<number> {
+    this.calls.push(`purge ${before.toISOString()}`);
+    return 0;
+  }
+
+  async disableFailing(since: Date): Promise<number> {
+    this.calls.push(`disable ${since.toISOString()}`);
+    return 0;
+  }
+
+  onMessages(listener: () => void): () => void {
+    this.subscribers.add(listener);
+    return () => this.subscribers.delete(listener);
+  }
+
+  async waitFinished(count: number): Promise<void> {
+    while (this.finished.length < count) await once(this, 'finished');
+  }
+}
+
+const SECRET = newSecret();
+
+/** A sender whose answers the test gives, one call at a time or all alike. */
+class ScriptedSender extends EventEmitter implements WebhookSender {
+  readonly sent: OutboundMessage[] = [];
+  inFlight = 0;
+  maxInFlight = 0;
+  constructor(
+    private readonly answer: (
+      m: OutboundMessage,
+      signal?: AbortSignal,
+    ) => Promise<Partial<SendOutcome>>,
+  ) {
+    super();
+  }
+  async send(message: OutboundMessage, signal?: AbortSignal): Promise<SendOutcome> {
+    this.sent.push(message);
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    this.emit('sent');
+    try {
+      const outcome = await this.answer(message, signal);
+      return {
+        status: null,
+        error: null,
+        durationMs: 3,
+        excerpt: '',
+        retryAfterMs: null,
+        ...outcome,
+      };
+    } finally {
+      this.inFlight--;
+    }
+  }
+}
+
+const status =
+  (code: number, more: Partial<SendOutcome> = {}) =>
+  () =>
+    Promise.resolve({ status: code, ...more });
+
+const NOW = new Date(Date.UTC(2024, 0, 1));
+
+function dispatcher(
+  t: TestContext,
+  options: Partial<DispatcherOptions> & Pick<DispatcherOptions, 'queue' | 'sender'>,
+) {
+  const made = new WebhookDispatcher({
+    log: silentLog,
+    timeoutMs: 1000,
+    now: () => NOW,
+    random: () => 0.5,
+    pollMs: 60_000,
+    ...options,
+  });
+  t.after(() => made.stop(0));
+  made.start();
+  return made;
+}
+
+describe('WebhookDispatcher', () => {
+  it('signs with every secret and records a 2xx as delivered', async (t) => {
+    const queue = new MemoryQueue();
+    const previous = newSecret();
+    queue.add(1, 1n, [SECRET, previous]);
+    const sender = new ScriptedSender(status(204, { excerpt: 'ok' }));
+    // standardwebhooks refuses stale timestamps: this test runs on the real clock.
+    const at = new Date();
+    dispatcher(t, { queue, sender, now: () => at });
+    await queue.waitFinished(1);
+    const [{ record, next }] = queue.finished as [Finished];
+    assert.deepEqual(next, { kind: 'delivered' });
+    assert.deepEqual(record, {
+      at,
+      durationMs: 3,
+      httpStatus: 204,
+      error: null,
+      responseExcerpt: 'ok',
+    });
+    const [sent] = sender.sent as [OutboundMessage];
+    assert.equal(sent.timestamp, Math.floor(at.getTime() / 1000));
+    assert.equal(sent.signature.split(' ').length, 2);
+    const headers = {
+      'webhook-id': sent.messageId,
+      'webhook-timestamp': String(sent.timestamp),
+      'webhook-signature': sent.signature,
+    };
+    for (const secret of [SECRET, previous]) {
+      assert.deepEqual(new Webhook(secret).verify(sent.body, headers), { id: 1, name: 'Fern' });
+    }
+  });
+
+  const cases: [string, () => Promise<Partial<SendOutcome>>, number, NextStep][] = [
+    [
+      'a 500 is tried again after the first delay',
+      status(500),
+      1,
+      { kind: 'retry', at: new Date(NOW.getTime() + 5000) },
+    ],
+    [
+      'a redirect is a failure',
+      status(302),
+      1,
+      { kind: 'retry', at: new Date(NOW.getTime() + 5000) },
+    ],
+    [
+      'no answer is a failure',
+      status(0, { status: null, error: 'ECONNREFUSED' }),
+      1,
+      { kind: 'retry', at: new Date(NOW.getTime() + 5000) },
+    ],
+    [
+      'Retry-After on 503 lengthens the delay',
+      status(503, { retryAfterMs: 60_000 }),
+      1,
+      { kind: 'retry', at: new Date(NOW.getTime() + 60_000) },
+    ],
+    ['410 disables the endpoint', status(410), 1, { kind: 'gone' }],
+  ];
+  for (const [name, answer, , expected] of cases) {
+    it(name, async (t) => {
+      const queue = new MemoryQueue();
+      queue.add(1);
+      dispatcher(t, { queue, sender: new ScriptedSender(answer) });
+      await queue.waitFinished(1);
+      assert.deepEqual(queue.finished[0]!.next, expected);
+    });
+  }
+
+  it('fails a message for good after the last attempt of the schedule', async (t) => {
+    const queue = new MemoryQueue();
+    queue.add(1);
+    const claim = queue.claim.bind(queue);
+    queue.claim = async (...args) => (await claim(...args)).map((m) => ({ ...m, attempt: 3 }));
+    dispatcher(t, { queue, sender: new ScriptedSender(status(500)), schedule: [1000, 2000] });
+    await queue.waitFinished(1);
+    assert.deepEqual(queue.finished[0]!.next, { kind: 'failed' });
+  });
+
+  it(
+    'wakes when the queue says messages were written, not only on its poll',
+    { timeout: 10_000 },
+    async (t) => {
+      const queue = new MemoryQueue();
+      const sender = new ScriptedSender(status(200));
+      dispatcher(t, { queue, sender, pollMs: 600_000 });
+      queue.add(2);
+      await queue.waitFinished(2);
+      assert.equal(sender.sent.length, 2);
+    },
+  );
+
+  it('bounds the attempts in flight per endpoint and per process', async (t) => {
+    const queue = new MemoryQueue();
+    for (let i = 0; i < 40; i++) for (const endpoint of [1n, 2n, 3n]) queue.add(1, endpoint);
+    const release = new EventEmitter().setMaxListeners(200);
+    let open = false;
+    const sender = new ScriptedSender(async (_m, signal) => {
+      if (!open) await once(release, 'go', { signal });
+      return { status: 200 };
+    });
+    dispatcher(t, { queue, sender, perEndpoint: 4, maxInFlight: 10 });
+    while (sender.inFlight < 10) await once(sender, 'sent');
+    const perEndpoint = new Map<string, number>();
+    for (const { url } of sender.sent) perEndpoint.set(url, (perEndpoint.get(url) ?? 0) + 1);
+    assert.deepEqual([...perEndpoint.values()].sort(), [3, 3, 4]);
+    open = true;
+    release.emit('go');
+    await queue.waitFinished(120);
+    assert.equal(sender.maxInFlight, 10);
+  });
+
+  it('abandons attempts still running after the grace period when stopped', async (t) => {
+    const queue = new MemoryQueue();
+    queue.add(1);
+    const sender = new ScriptedSender(
+      (_m, signal) =>
+        new Promise((resolve) =>
+          signal!.addEventListener('abort', () => resolve({ abandoned: true })),
+        ),
+    );
+    const running = dispatcher(t, { queue, sender });
+    await once(sender, 'sent');
+    await running.stop(10);
+    assert.equal(queue.finished.length, 0);
+  });
+
+  it('leaves a message whose lease is too short for an attempt', async (t) => {
+    const queue = new MemoryQueue();
+    queue.add(1);
+    const sender = new ScriptedSender(status(200));
+    const claim = queue.claim.bind(queue);
+    let claimed = false;
+    queue.claim = async (now, _lease, limit) => {
+      const got = await claim(now, 500, limit);
+      claimed ||= got.length > 0;
+      if (claimed) queue.emit('claimed');
+      return got;
+    };
+    const running = dispatcher(t, { queue, sender });
+    await once(queue, 'claimed');
+    await running.stop(100);
+    assert.equal(sender.sent.length, 0);
+  });
+
+  it('purges past retention and disables failing endpoints', async (t) => {
+    const queue = new MemoryQueue();
+    const sender = new ScriptedSender(status(200));
+    const logged: string[] = [];
+    const log: Log = { ...silentLog, error: (_f, m) => logged.push(m) };
+    queue.add(1);
+    dispatcher(t, { queue, sender, log, retentionMs: 86_400_000, disableAfterMs: 3_600_000 });
+    await queue.waitFinished(1);
+    assert.ok(queue.calls.includes('purge 2023-12-31T00:00:00.000Z'));
+    assert.ok(queue.calls.includes('disable 2023-12-31T23:00:00.000Z'));
+    assert.deepEqual(logged, []);
+  });
+
+  it('logs a failed claim and goes on', async (t) => {
+    const queue = new MemoryQueue();
+    const logged: string[] = [];
+    const log: Log = { ...silentLog, error: (_f, m) => logged.push(m) };
+    const claim = queue.claim.bind(queue);
+    let fail = true;
+    queue.claim = async (...args) => {
+      if (fail) {
+        fail = false;
+        throw new Error('database down');
+      }
+      return await claim(...args);
+    };
+    queue.add(1);
+    dispatcher(t, { queue, sender: new ScriptedSender(status(200)), log, pollMs: 5 });
+    await queue.waitFinished(1);
+    assert.deepEqual(logged, ['claiming webhook messages failed; will retry']);
+  });
+});
