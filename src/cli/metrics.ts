@@ -20,10 +20,7 @@ const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000];
  * prom-client instruments behind the Metrics interface, in `registry`, with Node's own
  * (event-loop lag, heap, GC, CPU) beside them. `pool` is read at each scrape.
  */
-export function prometheusMetrics(
-  registry: client.Registry,
-  pool?: () => PoolState | undefined,
-): Metrics {
+export function prometheusMetrics(registry: client.Registry, sources: MetricSources = {}): Metrics {
   client.collectDefaultMetrics({ register: registry });
   const registers = [registry];
   const requests = new client.Counter({
@@ -64,7 +61,8 @@ export function prometheusMetrics(
     buckets: LATENCY_BUCKETS,
     registers,
   });
-  if (pool !== undefined) poolGauges(registers, pool);
+  if (sources.pool !== undefined) poolGauges(registers, sources.pool);
+  const webhooks = webhookInstruments(registers, sources.queueDepth);
   return {
     request(route, method, status, seconds) {
       requests.inc({ route, method, status });
@@ -77,6 +75,56 @@ export function prometheusMetrics(
       batches.observe(writes);
       commits.observe(commitSeconds);
     },
+    webhookAttempt(outcome, lagSeconds, seconds) {
+      webhooks.attempts.inc({ outcome });
+      webhooks.lag.observe(lagSeconds);
+      webhooks.duration.observe(seconds);
+    },
+  };
+}
+
+/** What the metrics read at each scrape. */
+export interface MetricSources {
+  /** The PostgreSQL pool's state. */
+  pool?: () => PoolState | undefined;
+  /** Webhook messages pending, across every process on the database. */
+  queueDepth?: () => Promise<number | undefined>;
+}
+
+// From a prompt delivery (~ms) to the last retry of the default schedule (~27 h).
+const LAG_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 5, 30, 300, 1800, 7200, 36000, 100000];
+
+function webhookInstruments(registers: client.Registry[], queueDepth: MetricSources['queueDepth']) {
+  if (queueDepth !== undefined) {
+    new client.Gauge({
+      name: 'plantstore_webhook_queue_depth',
+      help: 'Webhook messages pending delivery, for every process on the database.',
+      registers,
+      async collect() {
+        const depth = await queueDepth();
+        if (depth !== undefined) this.set(depth);
+      },
+    });
+  }
+  return {
+    attempts: new client.Counter({
+      name: 'plantstore_webhook_attempts_total',
+      help: 'Webhook attempts by what became of the message: delivered, retry, failed, gone, lease-lost.',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    lag: new client.Histogram({
+      name: 'plantstore_webhook_delivery_lag_seconds',
+      help: "Time from a message's write to the end of an attempt at it.",
+      buckets: LAG_BUCKETS,
+      registers,
+    }),
+    duration: new client.Histogram({
+      name: 'plantstore_webhook_attempt_duration_seconds',
+      help: 'Time one webhook attempt took, connection to answer.',
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
   };
 }
 
@@ -146,14 +194,14 @@ export interface RunningMetrics {
  */
 export async function startMetrics(
   option: MetricsOption,
-  pool: () => PoolState | undefined,
+  sources: MetricSources,
   log: {
     info(fields: object, message: string): void;
     error(fields: object, message: string): void;
   },
 ): Promise<RunningMetrics> {
   const registry = new client.Registry();
-  const metrics = prometheusMetrics(registry, pool);
+  const metrics = prometheusMetrics(registry, sources);
   if (option === 'to-primary') {
     client.AggregatorRegistry.setRegistries([registry]);
     // prom-client answers the primary's requests once an AggregatorRegistry exists.

@@ -58,11 +58,13 @@ export async function serve({
   // One logger for the store, the services and the app, so that what the store says while
   // it opens (migrations, a pool connection lost) reaches the same log as the requests.
   const logger = pino(redacted({ level: logLevel }));
-  // The pool gauges read the store at each scrape, and the store is opened measured.
+  // The gauges read the store at each scrape, and the store is opened measured.
   const opened: { store?: Store } = {};
-  const measuring =
-    metricsOption &&
-    (await startMetrics(metricsOption, () => opened.store?.connections?.(), logger));
+  const sources = {
+    pool: () => opened.store?.connections?.(),
+    queueDepth: async () => opened.store?.webhookQueue.depth(),
+  };
+  const measuring = metricsOption && (await startMetrics(metricsOption, sources, logger));
   const store = await openStore(storeConfig, logger, measuring?.metrics);
   opened.store = store;
   // Which database, and how safely it writes, said once: "Server listening" says neither,
@@ -110,5 +112,5 @@ export async function serve({
     throw error;
   }
   // Started once the port is ours: a process that fails to start sends nothing.
-  if (!stopping) delivery = startDelivery(store, webhooks, app.log);
+  if (!stopping) delivery = startDelivery(store, webhooks, app.log, measuring?.metrics);
 }

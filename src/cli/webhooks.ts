@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Log } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
 import { AddressPolicy, type Network } from '../core/webhooks/address-policy.js';
 import type { DestinationCheck } from '../core/webhooks/delivery.js';
 import { destinationCheck, systemResolve } from '../outbound/destination.js';
@@ -44,6 +45,7 @@ export function startDelivery(
   store: Pick<Store, 'webhookQueue' | 'onRemoteMessages'>,
   delivery: WebhookDelivery,
   log: Log,
+  metrics?: Metrics,
 ): RunningDelivery {
   const sender = new HttpWebhookSender({
     policy: new AddressPolicy(delivery.allowNetworks),
@@ -59,6 +61,7 @@ export function startDelivery(
     schedule: delivery.retryScheduleMs,
     retentionMs: delivery.retentionMs,
     disableAfterMs: delivery.disableAfterMs,
+    ...(metrics && { metrics }),
   });
   dispatcher.start();
   return {

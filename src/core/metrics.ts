@@ -12,6 +12,12 @@ export interface Metrics {
   statement(name: string, seconds: number, ok: boolean): void;
   /** A SQLite group commit: the writes it carried, and seconds spent in COMMIT (the fsync). */
   groupCommit(writes: number, commitSeconds: number): void;
+  /**
+   * A webhook attempt: what became of its message (`delivered`, `retry`, `failed`, `gone`,
+   * or `lease-lost`), seconds from the message's write to this attempt's end, and the
+   * attempt's own seconds.
+   */
+  webhookAttempt(outcome: string, lagSeconds: number, seconds: number): void;
 }
 
 export const noMetrics: Metrics = {
@@ -19,6 +25,7 @@ export const noMetrics: Metrics = {
   rateLimited: () => undefined,
   statement: () => undefined,
   groupCommit: () => undefined,
+  webhookAttempt: () => undefined,
 };
 
 /** Seconds since `start`, a `process.hrtime.bigint()`-style reading in nanoseconds. */

@@ -1,4 +1,5 @@
 import type { Log } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
 import {
   type AttemptConsequence,
   consequenceOf,
@@ -18,6 +19,7 @@ export interface AttemptContext {
   random: () => number;
   /** Aborted when the process stops: the attempt is then left to its lease. */
   signal: AbortSignal;
+  metrics: Metrics;
 }
 
 /**
@@ -48,6 +50,12 @@ export async function attempt(message: ClaimedMessage, context: AttemptContext):
   try {
     const kept = await context.queue.finish(message.id, message.claimedUntil, record, next);
     report(message, outcome, next, kept, context.log);
+    const ended = context.now().getTime();
+    context.metrics.webhookAttempt(
+      kept ? next.kind : 'lease-lost',
+      (ended - message.createdAt.getTime()) / 1000,
+      outcome.durationMs / 1000,
+    );
   } catch (error) {
     // The lease runs out and the message is sent again: a duplicate, never a loss.
     context.log.error(

@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { Log } from '../core/log.js';
+import { type Metrics, noMetrics } from '../core/metrics.js';
 import type { WebhookSender } from '../core/webhooks/delivery.js';
 import { DEFAULT_RETRY_SCHEDULE_MS } from '../core/webhooks/retry-schedule.js';
 import type { ClaimedMessage, WebhookQueue } from '../store/store.js';
@@ -29,6 +30,8 @@ export interface DispatcherOptions {
   wakeSources?: WakeSource[];
   now?: () => Date;
   random?: () => number;
+  /** Where attempts are counted; nothing is measured by default. */
+  metrics?: Metrics;
 }
 
 const DAY_MS = 86_400_000;
@@ -98,6 +101,7 @@ export class WebhookDispatcher {
       now: () => new Date(),
       random: Math.random,
       wakeSources: [],
+      metrics: noMetrics,
       ...DISPATCH_DEFAULTS,
       ...options,
     };
@@ -234,8 +238,9 @@ export class WebhookDispatcher {
   }
 
   private context(): AttemptContext {
-    const { queue, sender, log, schedule, now, random } = this.options;
-    return { queue, sender, log, schedule, now, random, signal: this.stopSignal.signal };
+    const { queue, sender, log, schedule, now, random, metrics } = this.options;
+    const signal = this.stopSignal.signal;
+    return { queue, sender, log, schedule, now, random, signal, metrics };
   }
 
   /**

@@ -99,6 +99,8 @@ export interface WebhookQueue {
   ): Promise<boolean>;
   /** When the earliest pending message of an enabled endpoint is due, or null if none is. */
   nextDue(): Promise<Date | null>;
+  /** Messages waiting to be delivered (pending), for the metrics' queue depth. */
+  depth(): Promise<number>;
   /** Deletes delivered and failed messages (and their attempts) completed before `before`. */
   purge(before: Date): Promise<number>;
   /**

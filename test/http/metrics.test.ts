@@ -74,6 +74,7 @@ function recording() {
       assert.ok(seconds >= 0);
       commits.push(writes);
     },
+    webhookAttempt: () => undefined,
   };
   return { metrics, statements, commits };
 }
@@ -104,4 +105,17 @@ test('PostgreSQL reports statements by name and its pool', { skip: POSTGRES_SKIP
     state.open >= 1 && state.idle <= state.open && state.waiting === 0,
     JSON.stringify(state),
   );
+});
+
+test('webhook attempts, their lag and the queue depth', async () => {
+  const registry = new client.Registry();
+  const metrics = prometheusMetrics(registry, { queueDepth: async () => 7 });
+  metrics.webhookAttempt('delivered', 0.04, 0.01);
+  metrics.webhookAttempt('retry', 3, 15);
+  const text = await registry.metrics();
+  assert.equal(sample(text, 'plantstore_webhook_attempts_total{outcome="delivered"}'), 1);
+  assert.equal(sample(text, 'plantstore_webhook_attempts_total{outcome="retry"}'), 1);
+  assert.equal(sample(text, 'plantstore_webhook_delivery_lag_seconds_bucket{le="0.05"}'), 1);
+  assert.equal(sample(text, 'plantstore_webhook_delivery_lag_seconds_count'), 2);
+  assert.equal(sample(text, 'plantstore_webhook_queue_depth'), 7);
 });

@@ -159,6 +159,7 @@ function webhookContract(name: string, open: Open): void {
       const endpoint = await subscribe(store);
       for (const name of ['a', 'b', 'c']) await store.plants.insert({ name });
       const q = store.webhookQueue;
+      assert.equal(await q.depth(), 3, 'three pending');
       const [a, b, c] = await q.claim(FAR, 1000, 10);
       assert.ok(a && b && c);
       assert.ok(
@@ -167,6 +168,7 @@ function webhookContract(name: string, open: Open): void {
       assert.ok(await q.finish(b.id, b.claimedUntil, attempt(204, at(2)), { kind: 'delivered' }));
       assert.ok(await q.finish(c.id, c.claimedUntil, attempt(null, at(3)), { kind: 'failed' }));
       assert.equal((await q.nextDue())?.getTime(), at(5000).getTime());
+      assert.equal(await q.depth(), 1, 'only the one to retry is pending');
       assert.deepEqual(await q.claim(at(4999), 1000, 10), []);
       const [retried] = await q.claim(at(5000), 1000, 10);
       assert.equal(retried?.id, a.id);

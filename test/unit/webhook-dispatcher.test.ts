@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter, once } from 'node:events';
 import { describe, it, type TestContext } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { noMetrics } from '../../src/core/metrics.js';
 import { silentLog, type Log } from '../../src/core/log.js';
 import type {
   OutboundMessage,
@@ -69,6 +70,10 @@ class MemoryQueue extends EventEmitter implements WebhookQueue {
     this.finished.push({ message, record, next });
     this.emit('finished');
     return true;
+  }
+
+  async depth(): Promise<number> {
+    return this.pending.length;
   }
 
   async nextDue(): Promise<Date | null> {
@@ -163,10 +168,13 @@ describe('WebhookDispatcher', () => {
     const sender = new ScriptedSender(status(204, { excerpt: 'ok' }));
     // standardwebhooks refuses stale timestamps: this test runs on the real clock.
     const at = new Date();
-    dispatcher(t, { queue, sender, now: () => at });
+    const measured: string[] = [];
+    const metrics = { ...noMetrics, webhookAttempt: (outcome: string) => measured.push(outcome) };
+    dispatcher(t, { queue, sender, now: () => at, metrics });
     await queue.waitFinished(1);
     const [{ record, next }] = queue.finished as [Finished];
     assert.deepEqual(next, { kind: 'delivered' });
+    assert.deepEqual(measured, ['delivered']);
     assert.deepEqual(record, {
       at,
       durationMs: 3,

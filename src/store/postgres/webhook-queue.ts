@@ -63,6 +63,14 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
       );
       return rows[0]?.due ?? null;
     },
+    async depth() {
+      const { rows } = await query<{ n: bigint }>(
+        'webhooks.pending',
+        `SELECT count(*)::bigint AS n FROM webhook_messages WHERE status = 'pending'`,
+        [],
+      );
+      return Number(rows[0]!.n);
+    },
     async purge(before) {
       const { rowCount } = await query(
         'webhooks.purge',

@@ -55,6 +55,7 @@ function prepare(db: Database.Database) {
          WHERE m.status = 'pending' AND e.enabled`,
       )
       .pluck(),
+    pending: db.prepare(`SELECT count(*) FROM webhook_messages WHERE status = 'pending'`).pluck(),
     purgeAttempts: db.prepare(
       `DELETE FROM webhook_attempts WHERE message_id IN (
          SELECT id FROM webhook_messages WHERE status <> 'pending' AND completed_at < ?)`,
@@ -85,6 +86,9 @@ export function sqliteWebhookQueue(
     async nextDue() {
       const due = guard(() => s.nextDue.get()) as bigint | null;
       return due === null ? null : sqliteTime(due);
+    },
+    async depth() {
+      return Number(guard(() => s.pending.get()) as bigint);
     },
     purge: (before) =>
       write(() => {
