@@ -3,6 +3,7 @@ import { redacted } from '../http/app.js';
 import { openStore, type StoreConfig } from '../store/open.js';
 import type { Store } from '../store/store.js';
 import { composeApp, type ComposeOptions } from './compose.js';
+import { stdoutLogDestination } from './log-destination.js';
 import { type MetricsOption, startMetrics } from './metrics.js';
 import {
   type RunningDelivery,
@@ -57,7 +58,8 @@ export async function serve({
 }: ServeOptions): Promise<void> {
   // One logger for the store, the services and the app, so that what the store says while
   // it opens (migrations, a pool connection lost) reaches the same log as the requests.
-  const logger = pino(redacted({ level: logLevel }));
+  // One write per turn of the event loop instead of one per line (see log-destination.ts).
+  const logger = pino(redacted({ level: logLevel }), stdoutLogDestination());
   // The gauges read the store at each scrape, and the store is opened measured.
   const opened: { store?: Store } = {};
   const sources = {
