@@ -169,6 +169,7 @@ export function buildApp({
   app.server.maxConnections = maxConnections;
   connections.useLog(app.log);
   app.decorateRequest('token', null);
+  app.decorateRequest('routeConfig', null);
   app.setValidatorCompiler(validatorCompiler);
   registerJsonParsers(app);
   installErrorHandling(app);

@@ -137,9 +137,10 @@ export class ConnectionGuard {
       connection.inFlight -= 1;
       this.next(connection, handler);
     };
-    // 'finish' once the answer is handed to the kernel; 'close' alone if cut off first.
-    response.once('finish', answered);
-    response.once('close', answered);
+    // 'close' follows 'finish' (a tick later) once the answer is handed to the kernel, and
+    // comes alone, possibly twice, if the connection is cut first: one listener, not two
+    // `once` wrappers, on every answer.
+    response.on('close', answered);
     handler(request, response);
   }
 

@@ -76,6 +76,20 @@ export class TokenService {
   }
 
   /**
+   * The token's record when the cache answers for it at once: looked up within the TTL,
+   * usable, and no "last used" date due. Undefined otherwise, and `authenticate` decides.
+   * The hot path of authentication: one map lookup and one clock reading.
+   */
+  fresh(token: string): TokenRecord | undefined {
+    const cached = this.cache.get(token);
+    if (cached === undefined) return undefined;
+    const now = this.now();
+    const nowMs = now.getTime();
+    if (cached.until <= nowMs || this.touchDue(cached.record, nowMs)) return undefined;
+    return usable(cached.record, now);
+  }
+
+  /**
    * Whether this process has verified the token and found it usable, as its cache says
    * (even past the cache's TTL). No I/O: lets a known client through where a guesser is
    * refused without a lookup (see the failed-authentication limit).

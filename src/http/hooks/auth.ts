@@ -3,6 +3,7 @@ import { ApiError } from '../../core/errors.js';
 import type { Scope } from '../../core/scopes.js';
 import { parseBearer, type TokenRecord } from '../../core/tokens.js';
 import type { TokenService } from '../../service/token-service.js';
+import type { OperationSpec } from '../../api/operation.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -52,10 +53,17 @@ export interface AuthAttempt {
  */
 export function authenticate(tokens: TokenService, limits?: AuthLimits) {
   const failures = limits?.failures;
-  return (request: FastifyRequest, reply: FastifyReply): AuthOutcome => {
-    const scope = request.routeOptions.config.operation?.scope;
+  return (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    operation: OperationSpec | undefined,
+  ): AuthOutcome => {
+    const scope = operation?.scope;
     if (scope === undefined || scope === null) return undefined;
     const token = parseBearer(request.headers.authorization);
+    // A token the cache vouches for is known valid: no failure to hold, no lookup.
+    const fresh = token === undefined ? undefined : tokens.fresh(token);
+    if (fresh !== undefined) return verdict(fresh, scope, request, reply, limits, undefined);
     // A failure is held before the lookup, not counted after it: lookups run concurrently,
     // and would all pass the check before the first of them failed. A token this process
     // has verified holds nothing (the hot path, and a client behind a blocked address

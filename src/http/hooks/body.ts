@@ -3,6 +3,7 @@ import { ApiError } from '../../core/errors.js';
 import { routingError } from '../errors/error-reply.js';
 import { hasBody } from '../../api/headers.js';
 import { BODY_LIMIT } from '../../api/limits.js';
+import type { OperationSpec } from '../../api/operation.js';
 import { decodeUtf8, parseJson, shapeViolation } from '../../api/json.js';
 
 const JSON_MEDIA_TYPES = ['application/json', 'application/merge-patch+json'];
@@ -16,11 +17,13 @@ export function expectsContinue(request: FastifyRequest): boolean {
 }
 
 /**
- * For the preParsing hook: refuses a body where the operation takes none, and a media type
- * the operation does not accept, before a byte of the body is parsed.
+ * Refuses a body where the operation takes none, and a media type the operation does not
+ * accept, before a byte of the body is parsed (the last check of the onRequest hook).
  */
-export function bodyRefusal(request: FastifyRequest): ApiError | undefined {
-  const op = request.routeOptions.config.operation;
+export function bodyRefusal(
+  request: FastifyRequest,
+  op: OperationSpec | undefined,
+): ApiError | undefined {
   // No route: 404 or 405 before the body is read. Fastify would parse it first on the
   // not-found route, and answer a bad or oversized one 400, 413 or 415: routing first.
   if (op === undefined) return routingError(request);

@@ -1,4 +1,6 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ApiError } from '../../core/errors.js';
+import type { OperationSpec } from '../../api/operation.js';
 import { protocolRefusal } from '../../api/protocol.js';
 import { SECURITY_HEADERS } from '../../api/security-headers.js';
 import { refuseConnect } from '../errors/raw-errors.js';
@@ -8,9 +10,9 @@ import type { Cors } from './cors.js';
 
 /**
  * The checks every request passes before its handler, in the order docs/decisions.md
- * gives: the request itself (version, Host), CORS, then credentials and rate limits
- * (onRequest, before a byte of the body is read), then the body's presence and media type
- * (preParsing). Also the requests Node hands to events of their own: CONNECT and Expect.
+ * gives, all in the onRequest hook (before a byte of the body is read): the request itself
+ * (version, Host), CORS, credentials and rate limits, then the body's presence and media
+ * type. Also the requests Node hands to events of their own: CONNECT and Expect.
  */
 export function installRequestChecks(
   app: FastifyInstance,
@@ -24,27 +26,42 @@ export function installRequestChecks(
   app.server.on('checkExpectation', (request, response) =>
     app.server.emit('request', request, response),
   );
-  // Hooks are written with callbacks, not async: on the hot path every check is
-  // synchronous (tokens come from the cache), and a promise per hook is measurable.
+  // One hook, written with a callback, not async: on the hot path every check is synchronous
+  // (tokens come from the cache), and each hook and each promise is measurable.
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
+    const config = request.routeOptions.config;
+    request.routeConfig = config;
     const malformed = protocolRefusal(request.raw);
     if (malformed !== undefined) return done(malformed);
     // Before authentication: a preflight carries no credentials, and errors need the
     // CORS headers too, or a page cannot read them.
     if (cors?.handle(request, reply)) return;
-    const refused = credentialsRefusal(request, reply);
-    if (refused instanceof Promise) refused.then(done, done);
-    else done(refused);
+    const op = config.operation;
+    const refused = credentialsRefusal(request, reply, op);
+    if (refused instanceof Promise) {
+      refused.then((error) => done(error ?? inputRefusal(request, reply, op)), done);
+    } else {
+      done(refused ?? inputRefusal(request, reply, op));
+    }
   });
   // Node would send 100 Continue before any hook runs, so a client would upload its body
   // only to be refused: it is sent once the request has passed every check before input.
   app.server.on('checkContinue', (request, response) =>
     app.server.emit('request', request, response),
   );
-  app.addHook('preParsing', (request, reply, payload, done) => {
-    const refused = bodyRefusal(request);
-    if (refused === undefined && expectsContinue(request)) reply.raw.writeContinue();
-    done(refused ?? null, payload);
-  });
+}
+
+/**
+ * The body's presence and media type, checked once the credentials are: still before a
+ * byte of the body is read (Fastify reads it after the onRequest hooks).
+ */
+function inputRefusal(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  op: OperationSpec | undefined,
+): ApiError | undefined {
+  const refused = bodyRefusal(request, op);
+  if (refused === undefined && expectsContinue(request)) reply.raw.writeContinue();
+  return refused;
 }

@@ -6,6 +6,7 @@ import {
   LogController,
 } from 'fastify';
 import { type Metrics, noMetrics } from '../../core/metrics.js';
+import { routeConfigOf } from '../routes/route.js';
 
 const REQUEST_ID_LABEL = 'reqId';
 
@@ -30,7 +31,7 @@ export class RequestLog extends LogController {
     // Through the root logger with the id in the line: building a child logger for
     // every request only to write this one line costs more than the line.
     const log = request.server.log;
-    const route = request.routeOptions.url ?? null;
+    const route = routeConfigOf(request).url ?? null;
     this.measure(route, request, reply);
     const entry = {
       [REQUEST_ID_LABEL]: request.id,

@@ -1,5 +1,5 @@
 import type { Static, TSchema } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorsByStatus, type OperationSpec } from '../../api/operation.js';
 import { ErrorSchema } from '../../api/schemas.js';
 
@@ -7,8 +7,21 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The operation a route serves; absent on the not-found route. */
     operation?: OperationSpec;
+    /** The route's path as Fastify writes it (`/plants/:id`); Fastify sets it. */
+    url?: string;
+  }
+  interface FastifyRequest {
+    /**
+     * The route's config, read once by the first hook: `request.routeOptions` builds a new
+     * object of thirteen fields on every read. Null until then (see routeConfigOf).
+     */
+    routeConfig: FastifyContextConfig | null;
   }
 }
+
+/** The config of the request's route, from the copy the first hook made if it ran. */
+export const routeConfigOf = (request: FastifyRequest): FastifyContextConfig =>
+  request.routeConfig ?? request.routeOptions.config;
 
 type StaticOf<S> = S extends TSchema ? Static<S> : undefined;
 
