@@ -20,7 +20,8 @@ export interface Placement {
 function sqliteSpec(name: ContenderName, db: string, logLevel: string): ServerSpec {
   const { role } = CONTENDERS[name];
   if (role.kind === 'plantstore') {
-    return { kind: 'plantstore', db, durability: role.durability ?? 'power', logLevel };
+    const metrics = 'metrics' in role && role.metrics;
+    return { kind: 'plantstore', db, durability: role.durability ?? 'power', logLevel, metrics };
   }
   return { kind: role.kind === 'fastify' ? 'fastify-sqlite' : 'bare-sqlite', db };
 }

@@ -24,6 +24,10 @@ export const CONTENDERS = {
     role: { kind: 'plantstore', database: 'sqlite', durability: 'process' },
     data: 'sqlite-large',
   },
+  'plantstore metrics': {
+    role: { kind: 'plantstore', database: 'sqlite', durability: 'power', metrics: true },
+    data: 'sqlite-large',
+  },
   fastify: { role: { kind: 'fastify', database: 'sqlite' }, data: 'sqlite-large' },
   bare: { role: { kind: 'bare', database: 'sqlite' }, data: 'sqlite-large' },
   'bare 2': { role: { kind: 'bare', database: 'sqlite' }, data: 'sqlite-large' },
@@ -93,6 +97,10 @@ export function fullPlan(connections: number): GroupPlan[] {
       { subject: 'plantstore process', yardstick: 'fastify', beside: 'bare' },
     ];
     if (scenario === 'getOne') rows.push({ subject: 'bare', yardstick: 'bare 2', selfCheck: true });
+    // What --metrics-port costs, against the same server without it, on a read and a write.
+    if (scenario === 'getOne' || scenario === 'post') {
+      rows.push({ subject: 'plantstore metrics', yardstick: 'plantstore power' });
+    }
     groups.push(group('sqlite-large', scenario, connections, rows));
   }
   // At one connection a power-durable write waits for its own fsync: the fsync target.

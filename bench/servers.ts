@@ -95,6 +95,8 @@ export type ServerSpec =
       durability: 'power' | 'process';
       logLevel: string;
       workers?: number;
+      /** Serve /metrics on a port of its own (any free one). */
+      metrics?: boolean;
     }
   | { kind: 'bare-sqlite' | 'fastify-sqlite'; db: string }
   | { kind: 'bare-postgres'; databaseUrl: string };
@@ -113,6 +115,7 @@ function argvOf(spec: ServerSpec, port: number): string[] {
   // over enough tokens that no token reaches its limit (see bench/README.md).
   argv.push('--durability', spec.durability, '--log-level', spec.logLevel);
   if (spec.workers !== undefined) argv.push('--workers', String(spec.workers));
+  if (spec.metrics === true) argv.push('--metrics-port', '0');
   return argv;
 }
 

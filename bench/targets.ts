@@ -136,6 +136,15 @@ export function checks(rows: Row[], facts: Facts): Check[] {
     ...p99Checks(rows, ['plantstore power', 'plantstore process'], 'Fastify'),
     ...ratioChecks(
       rows,
+      'plantstore metrics',
+      [
+        ['getOne', 0.97],
+        ['post', 0.97],
+      ],
+      'with --metrics-port ÷ without (issue 15)',
+    ),
+    ...ratioChecks(
+      rows,
       'plantstore postgres',
       [
         ['getOne', 0.8],

@@ -15,6 +15,8 @@ export interface Role {
   database: 'sqlite' | 'postgres';
   /** plantstore's --durability; the yardsticks have none. */
   durability?: 'power' | 'process';
+  /** plantstore with --metrics-port: what measuring costs (issue 15: at most 3%). */
+  metrics?: boolean;
 }
 
 /** A live server in the harness: where it runs, its data, and where its DELETE walk is. */
