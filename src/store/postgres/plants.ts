@@ -1,13 +1,7 @@
 import pg from 'pg';
 import type { WriteOrigin } from '../../core/audit.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
-import {
-  type PlantRow,
-  STORED_PLANT_COLUMNS,
-  type StoredPlantRow,
-  toPlant,
-  toStoredPlant,
-} from '../rows.js';
+import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
   IdsExhaustedError,
@@ -21,11 +15,7 @@ import type { Query } from './query.js';
 import { MESSAGES_WRITTEN, outboxCtes } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
-// Writes and reads of one plant take the version too. A new plant gets its version from the
-// column's default, a changed one the next of the same sequence (see the migration
-// 0005_plant_versions).
-const STORED = STORED_PLANT_COLUMNS;
-const NEXT_VERSION = "nextval('plant_versions')";
+const STORED = `${COLUMNS}, version`;
 
 // Every write below is one statement: the change, its audit entry (and the settling of an
 // Idempotency-Key) commit together or not at all, in one round trip.
@@ -67,7 +57,8 @@ interface Outboxed {
 
 /** The parameters afterCreate and the other audited writes take, from the write's options. */
 const origin = (by: WriteOrigin | undefined) => [
-  new Date(),
+  // ISO text: pg writes a Date out in local time, field by field, at several times the cost.
+  new Date().toISOString(),
   by?.tokenId ?? null,
   by?.requestId ?? null,
 ];
@@ -75,6 +66,8 @@ const origin = (by: WriteOrigin | undefined) => [
 /**
  * `old` locks the plant and reads it as it is now, which is the audit's "before"; the
  * conditional forms compare its version with the one of the plant the caller expects ($n).
+ * A new plant's version is the column's default; a change draws the next of its sequence
+ * (see the migration 0005_plant_versions).
  */
 const LOCK_OLD = `old AS (SELECT ${STORED} FROM plants WHERE id = $1 FOR UPDATE)`;
 const unchanged = (n: number) => `AND old.version = $${n}::bigint`;
@@ -141,7 +134,8 @@ const INSERT_WITH_ID = `WITH ${KEY_HELD},
 const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   changed AS (
     UPDATE plants p SET name = coalesce($2::text, p.name),
-      tag = CASE WHEN $3::boolean THEN $4::text ELSE p.tag END, version = ${NEXT_VERSION}
+      tag = CASE WHEN $3::boolean THEN $4::text ELSE p.tag END,
+      version = nextval('plant_versions')
     FROM old WHERE p.id = old.id ${conditional ? unchanged(8) : ''}
     RETURNING p.id, p.name, p.tag, p.version, old.name AS old_name, old.tag AS old_tag),
   audited AS (
