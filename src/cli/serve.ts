@@ -11,6 +11,7 @@ import {
   type WebhookDelivery,
   webhookDestinations,
 } from './webhooks.js';
+import { pinoRequestLine } from './request-line.js';
 
 /** What `serve` passes on to the app: the limits, rate limits and CORS of the HTTP edge. */
 export type EdgeOptions = Pick<
@@ -59,7 +60,8 @@ export async function serve({
   // One logger for the store, the services and the app, so that what the store says while
   // it opens (migrations, a pool connection lost) reaches the same log as the requests.
   // One write per turn of the event loop instead of one per line (see log-destination.ts).
-  const logger = pino(redacted({ level: logLevel }), stdoutLogDestination());
+  const destination = stdoutLogDestination();
+  const logger = pino(redacted({ level: logLevel }), destination);
   // The gauges read the store at each scrape, and the store is opened measured.
   const opened: { store?: Store } = {};
   const sources = {
@@ -79,6 +81,7 @@ export async function serve({
   const app = composeApp({
     store,
     logger,
+    requestLine: pinoRequestLine(logger, destination),
     webhookDestinations: webhookDestinations(webhooks),
     ...edge,
     ...(measuring && { metrics: measuring.metrics }),

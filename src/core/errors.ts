@@ -133,7 +133,12 @@ export class ApiError extends Error {
     { replayed = false }: { replayed?: boolean } = {},
   ) {
     const kind = errorCatalogue[name];
+    // An ApiError is an answer, not a bug: nothing reads its stack, and capturing one cost
+    // more than the rest of a 404 (7 µs against 0.6 µs a refusal, measured).
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(detail ?? kind.message);
+    Error.stackTraceLimit = stackTraceLimit;
     this.name = 'ApiError';
     this.errorName = name;
     this.kind = kind;

@@ -1,20 +1,14 @@
-import crypto from 'node:crypto';
-import type { Plant } from './plant.js';
-
-// crypto.hash (Node 20.12 and later) hashes in one call, without the Hash object that
-// createHash builds, updates and finalizes: 0.7 µs a plant against 2.0 µs.
-const sha256Base64url: (text: string) => string =
-  typeof crypto.hash === 'function'
-    ? (text) => crypto.hash('sha256', text, 'base64url')
-    : (text) => crypto.createHash('sha256').update(text).digest('base64url');
+import type { StoredPlant } from './plant.js';
 
 /**
- * The strong entity tag of a plant's representation (RFC 9110 §8.8.3): equal exactly when
- * id, name and tag are, so a client can tell whether the plant changed since it read it.
+ * The strong entity tag of a plant's representation (RFC 9110 §8.8.3): its version, which
+ * changes with every write of the plant and is never reused for the same id, so a client
+ * can tell whether the plant changed since it read it. Made of a number the store keeps
+ * rather than a hash of the plant: hashing cost a read about a tenth of its CPU.
  */
-export function etagOf(plant: Plant): string {
-  const identity = JSON.stringify([plant.id.toString(), plant.name, plant.tag ?? null]);
-  return `"${sha256Base64url(identity).slice(0, 27)}"`;
+export function etagOf(plant: StoredPlant): string {
+  // Unsigned, so that the random versions of SQLite (negative half the time) read alike.
+  return `"${BigInt.asUintN(64, plant.version).toString(36)}"`;
 }
 
 /** An `If-Match` condition: any current representation, or one of these entity tags. */

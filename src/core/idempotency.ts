@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ErrorName } from './errors.js';
-import type { NewPlant, Plant } from './plant.js';
+import type { NewPlant, StoredPlant } from './plant.js';
 
 /** How long a key is remembered after its first use; a later reuse is a new request. */
 export const IDEMPOTENCY_KEY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -48,8 +48,11 @@ export interface KeptRefusal {
   message: string;
 }
 
-/** The answer a key's first request got, replayed to every retry. */
-export type KeptAnswer = { status: 201; plant: Plant } | { refusal: KeptRefusal };
+/**
+ * The answer a key's first request got, replayed to every retry: the plant created, with
+ * the version it had then (its entity tag), or the refusal.
+ */
+export type KeptAnswer = { status: 201; plant: StoredPlant } | { refusal: KeptRefusal };
 
 /** A key to take for a create: the caller's, within the token that sent it. */
 export interface IdempotencyClaim {

@@ -5,6 +5,17 @@ export interface Plant {
   tag?: string;
 }
 
+/**
+ * A plant as the store holds it: the representation, and its version. The store gives a
+ * plant a new version with every write of it, never one an earlier plant of the same id
+ * had (see the migration 0005_plant_versions), so the version identifies the
+ * representation for as long as it lasts: the entity tag is made of it (core/etag.ts).
+ * Not part of the representation: answers and the audit trail leave it out.
+ */
+export interface StoredPlant extends Plant {
+  version: bigint;
+}
+
 /** What a client sends to create a plant; without `id` the store assigns one. */
 export interface NewPlant {
   id?: bigint;

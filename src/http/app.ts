@@ -30,7 +30,7 @@ import { ConnectionGuard } from './connections.js';
 import { clientErrorHandler } from './errors/raw-errors.js';
 import { installRequestChecks } from './hooks/checks.js';
 import { rateLimits } from './hooks/rate-limit.js';
-import { lazyChildLogger, RequestLog } from './hooks/request-log.js';
+import { lazyChildLogger, RequestLog, type RequestLineWriter } from './hooks/request-log.js';
 import { SECURITY_HEADERS } from '../api/security-headers.js';
 import { plantRoutes } from './routes/plants.js';
 import { webhookRoutes } from './routes/webhooks/index.js';
@@ -75,6 +75,8 @@ export interface AppOptions extends AppServices {
   now?: () => number;
   /** Where requests and rate-limit refusals are counted; nothing is measured by default. */
   metrics?: Metrics;
+  /** Writes the line of a request answered without error, instead of the logger. */
+  requestLine?: RequestLineWriter;
 }
 
 /** Logger options with the Authorization header always removed from what is logged. */
@@ -117,8 +119,9 @@ export function buildApp({
   trustProxy = false,
   now,
   metrics,
+  requestLine,
 }: AppOptions): FastifyInstance {
-  const requestLog = new RequestLog(metrics);
+  const requestLog = new RequestLog(metrics, requestLine);
   const cors = corsPolicy(corsOrigins);
   const connections = new ConnectionGuard({
     inFlight: IN_FLIGHT_PER_CONNECTION,

@@ -3,7 +3,7 @@ import type { WriteOrigin } from '../core/audit.js';
 import { ApiError } from '../core/errors.js';
 import { etagOf, type IfMatch, matches } from '../core/etag.js';
 import { type ClaimedKey, fingerprintOf, type KeptAnswer } from '../core/idempotency.js';
-import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
+import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../core/plant.js';
 import {
   IdsExhaustedError,
   type IdempotencyStore,
@@ -21,7 +21,7 @@ export interface PlantPage {
 
 /** A create's answer; `replayed` when it is the kept answer of an earlier request. */
 export interface Created {
-  plant: Plant;
+  plant: StoredPlant;
   replayed: boolean;
 }
 
@@ -66,7 +66,7 @@ export class PlantService {
   }
 
   /** The create, settling the key with whatever answer it gets. */
-  private async insertClaimed(input: NewPlant, by: Writer, key: ClaimedKey): Promise<Plant> {
+  private async insertClaimed(input: NewPlant, by: Writer, key: ClaimedKey): Promise<StoredPlant> {
     try {
       // On success the store settles the key in the create's own transaction.
       return await this.insert(input, by, key);
@@ -99,7 +99,11 @@ export class PlantService {
     });
   }
 
-  private async insert(input: NewPlant, by: Writer, idempotencyKey?: ClaimedKey): Promise<Plant> {
+  private async insert(
+    input: NewPlant,
+    by: Writer,
+    idempotencyKey?: ClaimedKey,
+  ): Promise<StoredPlant> {
     try {
       return await this.store.insert(input, { by, ...(idempotencyKey && { idempotencyKey }) });
     } catch (error) {
@@ -111,7 +115,7 @@ export class PlantService {
     }
   }
 
-  async get(id: bigint): Promise<Plant> {
+  async get(id: bigint): Promise<StoredPlant> {
     return (await this.store.get(id)) ?? notFound(id);
   }
 
@@ -128,7 +132,12 @@ export class PlantService {
    * With `ifMatch`, only while the plant still has an entity tag the condition names. An
    * empty change writes nothing, so leaves no audit entry: it answers the plant as it is.
    */
-  async update(id: bigint, change: PlantChange, by: Writer, ifMatch?: IfMatch): Promise<Plant> {
+  async update(
+    id: bigint,
+    change: PlantChange,
+    by: Writer,
+    ifMatch?: IfMatch,
+  ): Promise<StoredPlant> {
     if (change.name === undefined && change.tag === undefined) {
       return ifMatch ? this.current(id, ifMatch) : this.get(id);
     }
@@ -147,7 +156,7 @@ export class PlantService {
    * The plant a conditional write expects. A missing plant is 404 rather than 412: without
    * the condition the answer would not have been a success either (RFC 9110 §13.2.1).
    */
-  private async current(id: bigint, ifMatch: IfMatch): Promise<Plant> {
+  private async current(id: bigint, ifMatch: IfMatch): Promise<StoredPlant> {
     const plant = (await this.store.get(id)) ?? notFound(id);
     if (!matches(ifMatch, etagOf(plant))) throw preconditionFailed(id);
     return plant;

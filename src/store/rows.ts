@@ -1,7 +1,7 @@
 import type { AuditAction, AuditEntry } from '../core/audit.js';
 import { errorCatalogue, errorNamed, statusOf } from '../core/errors.js';
 import type { ClaimOutcome, KeptRefusal } from '../core/idempotency.js';
-import type { Plant } from '../core/plant.js';
+import type { Plant, StoredPlant } from '../core/plant.js';
 import { isScope, type Scope } from '../core/scopes.js';
 
 // What both adapters share: row mapping (a row reads the same from SQLite with safe integers
@@ -19,6 +19,28 @@ export function toPlant(row: PlantRow): Plant {
     ? { id: row.id, name: row.name }
     : { id: row.id, name: row.name, tag: row.tag };
 }
+
+/** A plants row with its version (see the migration 0005_plant_versions). */
+export interface StoredPlantRow extends PlantRow {
+  version: bigint;
+}
+
+export function toStoredPlant(row: StoredPlantRow): StoredPlant {
+  return row.tag === null
+    ? { id: row.id, name: row.name, version: row.version }
+    : { id: row.id, name: row.name, tag: row.tag, version: row.version };
+}
+
+/** The columns of a plant read with its version. */
+export const STORED_PLANT_COLUMNS = 'id, name, tag, version';
+
+/**
+ * The version a kept answer replays when none was kept with it: the key was settled before
+ * plant versions existed (schema 0005), or by an older instance during an upgrade. No plant
+ * is given it (PostgreSQL counts from 1; SQLite draws 64 random bits), so a conditional
+ * write with its entity tag gets 412 and the client reads the plant again.
+ */
+export const UNKNOWN_VERSION = 0n;
 
 /** Scopes as stored (space-separated). Unknown ones (from a newer version) are dropped. */
 export const scopesFromText = (text: string): Scope[] => text.split(' ').filter(isScope);
@@ -63,6 +85,7 @@ export interface KeyRow {
   plant_id: bigint | null;
   plant_name: string | null;
   plant_tag: string | null;
+  plant_version: bigint | null;
   error_code: number | bigint | null;
   error_message: string | null;
 }
@@ -79,7 +102,12 @@ export function claimRefusal(row: KeyRow, fingerprint: string): ClaimOutcome {
   if (row.status === null) return { state: 'in-flight' };
   const status = Number(row.status);
   if (status === 201) {
-    const plant = toPlant({ id: row.plant_id!, name: row.plant_name!, tag: row.plant_tag });
+    const plant = toStoredPlant({
+      id: row.plant_id!,
+      name: row.plant_name!,
+      tag: row.plant_tag,
+      version: row.plant_version ?? UNKNOWN_VERSION,
+    });
     return { state: 'answered', answer: { status: 201, plant } };
   }
   // Codes are never reused for another meaning; one this version does not know (kept by a
@@ -96,7 +124,7 @@ export function claimRefusal(row: KeyRow, fingerprint: string): ClaimOutcome {
 export const TAKE_KEY = `ON CONFLICT (token_id, key) DO UPDATE SET
     fingerprint = excluded.fingerprint, created_at = excluded.created_at,
     expires_at = excluded.expires_at, lease_until = excluded.lease_until,
-    status = NULL, plant_id = NULL, plant_name = NULL, plant_tag = NULL,
+    status = NULL, plant_id = NULL, plant_name = NULL, plant_tag = NULL, plant_version = NULL,
     error_code = NULL, error_message = NULL
   WHERE k.expires_at <= excluded.created_at
      OR (k.status IS NULL AND k.lease_until <= excluded.created_at

@@ -5,7 +5,7 @@ import type {
   IdempotencyClaim,
   KeptRefusal,
 } from '../core/idempotency.js';
-import type { NewPlant, Plant, PlantChange, PlantQuery } from '../core/plant.js';
+import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../core/plant.js';
 import type { Scope } from '../core/scopes.js';
 import type { TokenRecord } from '../core/tokens.js';
 import type { MigrationReport } from './migrations.js';
@@ -34,17 +34,18 @@ export interface InsertOptions extends WriteOptions {
 
 export interface ConditionalWriteOptions extends WriteOptions {
   /**
-   * Write only if the plant is still exactly this, else PlantChangedError (same check,
-   * same transaction: a compare-and-set).
+   * Write only if the plant still has this one's version, else PlantChangedError (same
+   * check, same transaction: a compare-and-set).
    */
-  expected?: Plant;
+  expected?: StoredPlant;
 }
 
 /**
  * The persistence contract every database adapter implements (see
  * test/store/store-contract.ts, which runs the same suite against each adapter).
  * Adapters throw the errors below for expected outcomes, never database errors.
- * Every write that changes a plant adds its audit entry in the same transaction.
+ * Every write that changes a plant adds its audit entry in the same transaction, and gives
+ * the plant a new version (see StoredPlant); a list answers plants without versions.
  */
 export interface PlantStore {
   /**
@@ -53,15 +54,15 @@ export interface PlantStore {
    * IdsExhaustedError if no id is left to assign, and KeyNotHeldError, creating nothing, if
    * `idempotencyKey` is no longer claimed.
    */
-  insert(plant: NewPlant, options?: InsertOptions): Promise<Plant>;
-  get(id: bigint): Promise<Plant | undefined>;
+  insert(plant: NewPlant, options?: InsertOptions): Promise<StoredPlant>;
+  get(id: bigint): Promise<StoredPlant | undefined>;
   list(query: PlantQuery): Promise<Plant[]>;
   /** Applies the change atomically; undefined when no plant has the id. */
   update(
     id: bigint,
     change: PlantChange,
     options?: ConditionalWriteOptions,
-  ): Promise<Plant | undefined>;
+  ): Promise<StoredPlant | undefined>;
   /** True when a plant was deleted, false when none had the id. */
   delete(id: bigint, options?: ConditionalWriteOptions): Promise<boolean>;
 }
@@ -172,10 +173,6 @@ export class PlantChangedError extends Error {
     this.name = 'PlantChangedError';
   }
 }
-
-/** Whether two plants are the same representation. */
-export const samePlant = (a: Plant, b: Plant): boolean =>
-  a.id === b.id && a.name === b.name && a.tag === b.tag;
 
 /**
  * A create was to settle an Idempotency-Key its request no longer holds (freed, or taken

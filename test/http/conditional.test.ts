@@ -4,7 +4,8 @@ import { forEachBackend } from '../helpers/setup.js';
 
 // ETag on reads and writes; If-Match on PATCH and DELETE (412 on a mismatch).
 
-const ETAG = /^"[A-Za-z0-9_-]{27}"$/;
+// The plant's version in base 36 (core/etag.ts).
+const ETAG = /^"[0-9a-z]{1,13}"$/;
 
 function errorCode(body: string): number {
   return (JSON.parse(body) as { error: number }).error;

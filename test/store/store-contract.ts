@@ -6,7 +6,7 @@ import {
   IDEMPOTENCY_LEASE_MS,
   type IdempotencyClaim,
 } from '../../src/core/idempotency.js';
-import type { Plant } from '../../src/core/plant.js';
+import type { Plant, StoredPlant } from '../../src/core/plant.js';
 import type { TokenRecord } from '../../src/core/tokens.js';
 import {
   KeyNotHeldError,
@@ -23,6 +23,13 @@ import {
  */
 export function storeContract(name: string, open: (t: TestContext) => Promise<Store>): void {
   const ids = (plants: Plant[]) => plants.map((plant) => plant.id);
+  /** A stored plant as its representation: the version left out (tested on its own). */
+  const shown = (plant: StoredPlant | undefined): Plant | undefined => {
+    if (plant === undefined) return undefined;
+    const { version, ...representation } = plant;
+    assert.equal(typeof version, 'bigint');
+    return representation;
+  };
   const token = (overrides: Partial<NewToken> = {}): NewToken => ({
     name: 'ci',
     hash: 'a'.repeat(64),
@@ -37,14 +44,18 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
       it('stores a plant with the id given and returns it', async (t) => {
         const store = await open(t);
         const plant = await store.plants.insert({ id: 42n, name: 'Fern', tag: 'green' });
-        assert.deepEqual(plant, { id: 42n, name: 'Fern', tag: 'green' });
-        assert.deepEqual(await store.plants.get(42n), { id: 42n, name: 'Fern', tag: 'green' });
+        assert.deepEqual(shown(plant), { id: 42n, name: 'Fern', tag: 'green' });
+        assert.deepEqual(shown(await store.plants.get(42n)), {
+          id: 42n,
+          name: 'Fern',
+          tag: 'green',
+        });
       });
 
       it('returns a plant without a tag property when none is given', async (t) => {
         const store = await open(t);
         const plant = await store.plants.insert({ id: 1n, name: 'Fern' });
-        assert.deepEqual(plant, { id: 1n, name: 'Fern' });
+        assert.deepEqual(shown(plant), { id: 1n, name: 'Fern' });
         assert.equal(Object.hasOwn(plant, 'tag'), false);
       });
 
@@ -55,7 +66,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         const third = await store.plants.insert({ name: 'c' });
         assert.equal(typeof first.id, 'bigint');
         assert.ok(first.id < second.id && second.id < third.id, `${ids([first, second, third])}`);
-        assert.deepEqual(await store.plants.get(second.id), { id: second.id, name: 'b' });
+        assert.deepEqual(shown(await store.plants.get(second.id)), { id: second.id, name: 'b' });
       });
 
       it('never assigns the id of a deleted plant again', async (t) => {
@@ -84,7 +95,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
           store.plants.insert({ id: 7n, name: 'second' }),
           (error: unknown) => error instanceof PlantExistsError && error.id === 7n,
         );
-        assert.deepEqual(await store.plants.get(7n), { id: 7n, name: 'first' });
+        assert.deepEqual(shown(await store.plants.get(7n)), { id: 7n, name: 'first' });
       });
 
       it('keeps assigning ids once a client took INT64_MAX, also after it is deleted', async (t) => {
@@ -223,34 +234,41 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         const store = await open(t);
         await store.plants.insert({ id: 3n, name: 'old', tag: 'keep' });
         const updated = await store.plants.update(3n, { name: 'new' });
-        assert.deepEqual(updated, { id: 3n, name: 'new', tag: 'keep' });
-        assert.deepEqual(await store.plants.get(3n), { id: 3n, name: 'new', tag: 'keep' });
+        assert.deepEqual(shown(updated), { id: 3n, name: 'new', tag: 'keep' });
+        assert.deepEqual(shown(await store.plants.get(3n)), { id: 3n, name: 'new', tag: 'keep' });
       });
 
       it('sets a tag, keeping the name', async (t) => {
         const store = await open(t);
         await store.plants.insert({ id: 3n, name: 'fern' });
-        assert.deepEqual(await store.plants.update(3n, { tag: 'green' }), {
+        assert.deepEqual(shown(await store.plants.update(3n, { tag: 'green' })), {
           id: 3n,
           name: 'fern',
           tag: 'green',
         });
-        assert.deepEqual(await store.plants.get(3n), { id: 3n, name: 'fern', tag: 'green' });
+        assert.deepEqual(shown(await store.plants.get(3n)), { id: 3n, name: 'fern', tag: 'green' });
       });
 
       it('removes the tag when tag is null', async (t) => {
         const store = await open(t);
         await store.plants.insert({ id: 3n, name: 'fern', tag: 'green' });
-        assert.deepEqual(await store.plants.update(3n, { tag: null }), { id: 3n, name: 'fern' });
+        assert.deepEqual(shown(await store.plants.update(3n, { tag: null })), {
+          id: 3n,
+          name: 'fern',
+        });
         const read = await store.plants.get(3n);
-        assert.deepEqual(read, { id: 3n, name: 'fern' });
+        assert.deepEqual(shown(read), { id: 3n, name: 'fern' });
         assert.deepEqual(ids(await store.plants.list({ limit: 10, tag: 'green' })), []);
       });
 
       it('with an empty change returns the plant unchanged', async (t) => {
         const store = await open(t);
         await store.plants.insert({ id: 3n, name: 'fern', tag: 'green' });
-        assert.deepEqual(await store.plants.update(3n, {}), { id: 3n, name: 'fern', tag: 'green' });
+        assert.deepEqual(shown(await store.plants.update(3n, {})), {
+          id: 3n,
+          name: 'fern',
+          tag: 'green',
+        });
       });
 
       it('returns undefined for a missing id and creates nothing', async (t) => {
@@ -262,7 +280,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
       it('keeps int64 extreme ids exact', async (t) => {
         const store = await open(t);
         await store.plants.insert({ id: INT64_MIN, name: 'min' });
-        assert.deepEqual(await store.plants.update(INT64_MIN, { name: 'MIN' }), {
+        assert.deepEqual(shown(await store.plants.update(INT64_MIN, { name: 'MIN' })), {
           id: INT64_MIN,
           name: 'MIN',
         });
@@ -293,7 +311,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         const store = await open(t);
         const plant = await store.plants.insert({ id: INT64_MAX, name: 'Fern', tag: 'green' });
         const updated = await store.plants.update(INT64_MAX, { tag: null }, { expected: plant });
-        assert.deepEqual(updated, { id: INT64_MAX, name: 'Fern' });
+        assert.deepEqual(shown(updated), { id: INT64_MAX, name: 'Fern' });
       });
 
       it('update refuses with PlantChangedError, and writes nothing, when the plant differs', async (t) => {
@@ -304,7 +322,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
           store.plants.update(5n, { name: 'Moss' }, { expected: before }),
           PlantChangedError,
         );
-        assert.deepEqual(await store.plants.get(5n), { id: 5n, name: 'Ivy' });
+        assert.deepEqual(shown(await store.plants.get(5n)), { id: 5n, name: 'Ivy' });
       });
 
       it('a tag added or removed is a difference too', async (t) => {
@@ -317,7 +335,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
 
       it('update and delete of a missing plant are undefined and false, not a change', async (t) => {
         const store = await open(t);
-        const ghost = { id: 7n, name: 'Gone' };
+        const ghost = { id: 7n, name: 'Gone', version: 1n };
         assert.equal(await store.plants.update(7n, { name: 'x' }, { expected: ghost }), undefined);
         assert.equal(await store.plants.delete(7n, { expected: ghost }), false);
       });
@@ -342,6 +360,47 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         for (const o of outcomes) {
           if (o.status === 'rejected') assert.ok(o.reason instanceof PlantChangedError);
         }
+      });
+    });
+
+    describe('plant versions (the entity tag)', () => {
+      it('every write gives the plant a new version; reads answer the current one', async (t) => {
+        const store = await open(t);
+        const created = await store.plants.insert({ id: 1n, name: 'Fern' });
+        assert.equal((await store.plants.get(1n))?.version, created.version);
+        const seen = new Set([created.version]);
+        for (const change of [{ name: 'Ivy' }, { tag: 'x' }, { tag: null }, { name: 'Ivy' }]) {
+          const updated = await store.plants.update(1n, change);
+          assert.ok(updated !== undefined);
+          assert.ok(!seen.has(updated.version), `version ${updated.version} again`);
+          seen.add(updated.version);
+          assert.equal((await store.plants.get(1n))?.version, updated.version);
+        }
+        const assigned = await store.plants.insert({ name: 'auto' });
+        assert.ok(!seen.has(assigned.version));
+      });
+
+      it('a plant created again under a deleted id has a new version, same content or not', async (t) => {
+        const store = await open(t);
+        const first = await store.plants.insert({ id: 2n, name: 'Fern' });
+        await store.plants.delete(2n);
+        const second = await store.plants.insert({ id: 2n, name: 'Fern' });
+        assert.notEqual(second.version, first.version);
+        // So a conditional write made against the first plant does not apply to the second.
+        await assert.rejects(
+          store.plants.update(2n, { name: 'Ivy' }, { expected: first }),
+          PlantChangedError,
+        );
+        await assert.rejects(store.plants.delete(2n, { expected: first }), PlantChangedError);
+        assert.deepEqual(shown(await store.plants.get(2n)), { id: 2n, name: 'Fern' });
+      });
+
+      it('a list answers representations, without versions', async (t) => {
+        const store = await open(t);
+        await store.plants.insert({ id: 3n, name: 'Fern', tag: 'x' });
+        assert.deepEqual(await store.plants.list({ limit: 10 }), [
+          { id: 3n, name: 'Fern', tag: 'x' },
+        ]);
       });
     });
 
@@ -556,7 +615,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
         const store = await open(t);
         const plant = await store.plants.insert({ name: 'auto' });
         const [entry] = await store.audit.list({ plantId: plant.id, limit: 10 });
-        assert.deepEqual(entry?.after, plant);
+        assert.deepEqual(entry?.after, shown(plant));
       });
     });
 
@@ -619,7 +678,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
           store.plants.insert({ id: 5n, name: 'c' }, { idempotencyKey: key }),
           KeyNotHeldError,
         );
-        assert.deepEqual(await store.plants.list({ limit: 10 }), [first]);
+        assert.deepEqual(await store.plants.list({ limit: 10 }), [shown(first)]);
         assert.deepEqual(await store.idempotency.claim(claim({ at: later(1) })), {
           state: 'answered',
           answer: { status: 201, plant: first },

@@ -2,8 +2,11 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import pg from 'pg';
+import { silentLog } from '../../src/core/log.js';
 import { loadMigrations } from '../../src/store/migrations.js';
+import { migratePostgres } from '../../src/store/postgres/migrate.js';
 import { connectionConfig, openPostgresStore } from '../../src/store/postgres/open.js';
+import { UNKNOWN_VERSION } from '../../src/store/rows.js';
 import { freshDatabase, POSTGRES_SKIP, POSTGRES_URL } from '../helpers/postgres.js';
 import { storeContract } from './store-contract.js';
 
@@ -72,13 +75,62 @@ if (POSTGRES_SKIP) {
       const client = new pg.Client({ connectionString: url });
       await client.connect();
       t.after(() => client.end());
-      await client.query('DROP TABLE audit_log; DROP TABLE idempotency_keys');
-      await client.query('DELETE FROM schema_migrations WHERE version = 2');
+      // Version 3 made a table no later version changes; an earlier one would meet the
+      // later ones' changes to its tables (as 0005's to idempotency_keys).
+      await client.query('DROP TABLE rate_limits');
+      await client.query('DELETE FROM schema_migrations WHERE version = 3');
       const store = await openPostgresStore({ url });
       t.after(() => store.close());
-      assert.deepEqual(store.migration.applied, [2]);
-      await store.plants.insert({ id: 1n, name: 'audited' });
-      assert.equal((await store.audit.list({ limit: 10 })).length, 1);
+      assert.deepEqual(store.migration.applied, [3]);
+      const count = { policy: 'token', subject: '1', windowStart: 0, windowEnd: 60, count: 2 };
+      assert.deepEqual(await store.rateLimits?.add([count]), [count]);
+    });
+
+    it('0005 gives the plants of an older database versions, and kept answers theirs', async (t) => {
+      const url = await freshDatabase(t);
+      const older = loadMigrations('postgres').filter((migration) => migration.version < 5);
+      await migratePostgres(url, older, silentLog);
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      t.after(() => client.end());
+      await client.query(`INSERT INTO plants (id, name, tag) VALUES (1, 'a', NULL), (2, 'b', 't');
+        INSERT INTO idempotency_keys (token_id, key, fingerprint, created_at, expires_at,
+            lease_until, status, plant_id, plant_name, plant_tag)
+          VALUES (1, 'same', 'f', now(), now(), now(), 201, 2, 'b', 't'),
+                 (1, 'changed', 'f', now(), now(), now(), 201, 1, 'was a', NULL)`);
+      const store = await openPostgresStore({ url });
+      t.after(() => store.close());
+      assert.equal(store.migration.applied[0], 5, 'the versions migration first of those applied');
+      const [a, b] = [await store.plants.get(1n), await store.plants.get(2n)];
+      assert.ok(a !== undefined && b !== undefined);
+      assert.notEqual(a.version, b.version);
+      const at = new Date(0);
+      const replay = (key: string) =>
+        store.idempotency.claim({ tokenId: 1, key, fingerprint: 'f', at });
+      assert.deepEqual(await replay('same'), {
+        state: 'answered',
+        answer: { status: 201, plant: { id: 2n, name: 'b', tag: 't', version: b.version } },
+      });
+      assert.deepEqual(await replay('changed'), {
+        state: 'answered',
+        answer: { status: 201, plant: { id: 1n, name: 'was a', version: UNKNOWN_VERSION } },
+      });
+    });
+
+    it('a change made outside plantstore gives the plant a new version too', async (t) => {
+      const url = await freshDatabase(t);
+      const store = await openPostgresStore({ url });
+      t.after(() => store.close());
+      const before = await store.plants.insert({ id: 1n, name: 'Fern' });
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      t.after(() => client.end());
+      await client.query(`UPDATE plants SET name = 'Ivy' WHERE id = 1;
+        INSERT INTO plants (id, name) VALUES (2, 'x')`);
+      const after = await store.plants.get(1n);
+      assert.equal(after?.name, 'Ivy');
+      assert.notEqual(after.version, before.version);
+      assert.equal(typeof (await store.plants.get(2n))?.version, 'bigint');
     });
 
     it('refuses a database whose encoding is not UTF8', async (t) => {

@@ -3,6 +3,9 @@ import { chmodSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
+import { loadMigrations } from '../../src/store/migrations.js';
+import { UNKNOWN_VERSION } from '../../src/store/rows.js';
+import { migrateSqlite } from '../../src/store/sqlite/migrate.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { makeTempDir } from '../helpers/setup.js';
 import { storeContract } from './store-contract.js';
@@ -60,35 +63,95 @@ describe('sqlite migrations', () => {
   it('re-opening an existing database applies nothing again and keeps the data', async (t) => {
     const file = join(makeTempDir(t), 'reopen.db');
     const first = openSqliteStore({ file });
-    await first.plants.insert({ id: 9223372036854775807n, name: 'kept' });
+    const kept = await first.plants.insert({ id: 9223372036854775807n, name: 'kept' });
     await first.close();
     const rows = recorded(file);
     const again = openSqliteStore({ file });
     t.after(() => again.close());
+    // The version too: an entity tag a client holds stays valid across restarts.
     assert.deepEqual(await again.plants.get(9223372036854775807n), {
       id: 9223372036854775807n,
       name: 'kept',
+      version: kept.version,
     });
     assert.deepEqual(recorded(file), rows);
   });
 
   it('applies a version a database skipped, though a later one is applied', async (t) => {
-    // A database that ran a development branch's 0003 before 0002 existed.
+    // A database that ran a development branch's later versions before 0003 existed. (0003
+    // adds nothing on SQLite; an earlier one would meet the later ones' changes to its
+    // tables, as 0005's to idempotency_keys.)
     const file = join(makeTempDir(t), 'skipped.db');
     await openSqliteStore({ file }).close();
     const db = new Database(file);
-    db.exec('DROP TABLE audit_log; DROP TABLE idempotency_keys');
-    db.prepare('DELETE FROM schema_migrations WHERE version = 2').run();
+    db.prepare('DELETE FROM schema_migrations WHERE version = 3').run();
     db.close();
     const store = openSqliteStore({ file });
     t.after(() => store.close());
-    assert.deepEqual(store.migration.applied, [2]);
+    assert.deepEqual(store.migration.applied, [3]);
     assert.deepEqual(
       recorded(file).map((row) => row.version),
       migrationFiles,
     );
-    await store.plants.insert({ id: 1n, name: 'audited' });
-    assert.equal((await store.audit.list({ limit: 10 })).length, 1);
+  });
+
+  it('0005 gives the plants of an older database versions, and kept answers theirs', async (t) => {
+    const file = join(makeTempDir(t), 'before-versions.db');
+    const db = new Database(file);
+    migrateSqlite(
+      db,
+      loadMigrations('sqlite').filter((migration) => migration.version < 5),
+    );
+    db.exec(`INSERT INTO plants (id, name, tag) VALUES (1, 'a', NULL), (2, 'b', 't'), (7, 'c', NULL);
+      DELETE FROM plants WHERE id = 7;
+      INSERT INTO idempotency_keys (token_id, key, fingerprint, created_at, expires_at,
+          lease_until, status, plant_id, plant_name, plant_tag)
+        VALUES (1, 'same', 'f', 0, 1, 0, 201, 2, 'b', 't'),
+               (1, 'changed', 'f', 0, 1, 0, 201, 1, 'was a', NULL)`);
+    db.close();
+    const store = openSqliteStore({ file });
+    t.after(() => store.close());
+    assert.equal(store.migration.applied[0], 5, 'the versions migration first of those applied');
+    const [a, b] = [await store.plants.get(1n), await store.plants.get(2n)];
+    assert.ok(a !== undefined && b !== undefined);
+    assert.notEqual(a.version, b.version);
+    assert.deepEqual(await store.plants.list({ limit: 10 }), [
+      { id: 1n, name: 'a' },
+      { id: 2n, name: 'b', tag: 't' },
+    ]);
+    // The AUTOINCREMENT record survived the rebuilt table: 7 was deleted, not forgotten.
+    const raw = new Database(file, { readonly: true });
+    const seq = raw.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'plants'").pluck().get();
+    raw.close();
+    assert.equal(seq, 7);
+    const at = new Date(0);
+    const replay = (key: string) =>
+      store.idempotency.claim({ tokenId: 1, key, fingerprint: 'f', at });
+    assert.deepEqual(await replay('same'), {
+      state: 'answered',
+      answer: { status: 201, plant: { id: 2n, name: 'b', tag: 't', version: b.version } },
+    });
+    // Changed since: no version is known, and the one replayed is no plant's.
+    assert.deepEqual(await replay('changed'), {
+      state: 'answered',
+      answer: { status: 201, plant: { id: 1n, name: 'was a', version: UNKNOWN_VERSION } },
+    });
+  });
+
+  it('a change made outside plantstore gives the plant a new version too', async (t) => {
+    const file = join(makeTempDir(t), 'outside.db');
+    const store = openSqliteStore({ file });
+    t.after(() => store.close());
+    const before = await store.plants.insert({ id: 1n, name: 'Fern' });
+    const db = new Database(file);
+    db.exec(
+      `UPDATE plants SET name = 'Ivy' WHERE id = 1; INSERT INTO plants (id, name) VALUES (2, 'x')`,
+    );
+    db.close();
+    const after = await store.plants.get(1n);
+    assert.equal(after?.name, 'Ivy');
+    assert.notEqual(after.version, before.version);
+    assert.equal(typeof (await store.plants.get(2n))?.version, 'bigint');
   });
 
   it('refuses a database whose schema is newer than the code knows', async (t) => {
@@ -148,7 +211,7 @@ describe('sqlite file modes', () => {
     chmodSync(file, 0o644);
     const again = openSqliteStore({ file });
     t.after(() => again.close());
-    assert.deepEqual(await again.plants.get(1n), { id: 1n, name: 'Fern' });
+    assert.equal((await again.plants.get(1n))?.name, 'Fern');
     assert.deepEqual([directory, file].map(mode), ['755', '644']);
   });
 

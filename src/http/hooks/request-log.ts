@@ -10,6 +10,26 @@ import { routeConfigOf } from '../routes/route.js';
 
 const REQUEST_ID_LABEL = 'reqId';
 
+/** The fields of a request's line, besides those every line has (level, time, msg...). */
+export interface RequestLogEntry {
+  reqId: string;
+  method: string;
+  /** The route's template (`/plants/:id`); null when no route matched. */
+  route: string | null;
+  url: string;
+  status: number;
+  durationMs: number;
+  client: string;
+  tokenId: number | null;
+}
+
+/**
+ * Writes the line of a request answered without error, as the app's logger would at level
+ * info (`request` its message), only faster; given by whoever made the logger (see
+ * src/cli/request-line.ts). Without one, the line goes through the logger.
+ */
+export type RequestLineWriter = (entry: RequestLogEntry) => void;
+
 /**
  * One log line per request, written when the answer is complete: method, route
  * template, status, duration, the request id, and who sent it: the client address as the
@@ -17,7 +37,10 @@ const REQUEST_ID_LABEL = 'reqId';
  * so neither is the Authorization header.
  */
 export class RequestLog extends LogController {
-  constructor(private readonly metrics: Metrics = noMetrics) {
+  constructor(
+    private readonly metrics: Metrics = noMetrics,
+    private readonly writeLine?: RequestLineWriter,
+  ) {
     super({ requestIdLogLabel: REQUEST_ID_LABEL });
   }
 
@@ -33,7 +56,7 @@ export class RequestLog extends LogController {
     const log = request.server.log;
     const route = routeConfigOf(request).url ?? null;
     this.measure(route, request, reply);
-    const entry = {
+    const entry: RequestLogEntry = {
       [REQUEST_ID_LABEL]: request.id,
       method: request.method,
       route,
@@ -45,6 +68,7 @@ export class RequestLog extends LogController {
       tokenId: request.token?.id ?? null,
     };
     if (error) log.error({ ...entry, err: error }, 'request');
+    else if (this.writeLine !== undefined) this.writeLine(entry);
     else log.info(entry, 'request');
   }
 

@@ -24,8 +24,8 @@ const CLAIM = `WITH purged AS (
   VALUES ($1, $2, $3, $4, $5, $6)
   ${TAKE_KEY}`;
 
-const READ_KEY = `SELECT fingerprint, status, plant_id, plant_name, plant_tag, error_code,
-    error_message
+const READ_KEY = `SELECT fingerprint, status, plant_id, plant_name, plant_tag, plant_version,
+    error_code, error_message
   FROM idempotency_keys WHERE token_id = $1 AND key = $2`;
 
 export function postgresIdempotency(query: Query): IdempotencyStore {

@@ -29,11 +29,14 @@ export interface PostgresOptions {
 
 const INT8_OID = 20;
 
-// int8 arrives as text; turn it into a bigint, never a number, in this pool only.
+const parseInt8 = (text: string): bigint => BigInt(text);
+
+// int8 arrives as text; turn it into a bigint, never a number, in this pool only. pg asks
+// for a parser per column of every result: one function, not a new one each time.
 const types = {
   getTypeParser: ((oid: number, format?: string) =>
     oid === INT8_OID && format !== 'binary'
-      ? (text: string) => BigInt(text)
+      ? parseInt8
       : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 

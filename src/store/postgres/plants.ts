@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { WriteOrigin } from '../../core/audit.js';
-import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
-import { type PlantRow, toPlant } from '../rows.js';
+import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
+import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
   IdsExhaustedError,
@@ -15,6 +15,7 @@ import type { Query } from './query.js';
 import { MESSAGES_WRITTEN, outboxCtes } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
+const STORED = `${COLUMNS}, version`;
 
 // Every write below is one statement: the change, its audit entry (and the settling of an
 // Idempotency-Key) commit together or not at all, in one round trip.
@@ -36,14 +37,14 @@ const afterCreate = (drawn: string) => `audited AS (
     SELECT $3::timestamptz, 'create', id, $4::bigint, $5::text, NULL, NULL, name, tag FROM created),
   settled AS (
     UPDATE idempotency_keys k SET status = 201, plant_id = c.id, plant_name = c.name,
-      plant_tag = c.tag
+      plant_tag = c.tag, plant_version = c.version
     FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL),
   ${outboxCtes('plant.created', 'created', '$3::timestamptz')}
-  SELECT c.id, c.name, c.tag, a.ok AS allowed, ${MESSAGES_WRITTEN}, ${drawn} AS drawn
+  SELECT c.id, c.name, c.tag, c.version, a.ok AS allowed, ${MESSAGES_WRITTEN}, ${drawn} AS drawn
   FROM allowed a LEFT JOIN created c ON true`;
 
 /** What a create answers: the plant if one was created. */
-interface CreateRow extends Partial<PlantRow>, Outboxed {
+interface CreateRow extends Partial<StoredPlantRow>, Outboxed {
   allowed: boolean;
   /** The id a server create drew, also when it was taken and nothing was created. */
   drawn: bigint | null;
@@ -56,28 +57,31 @@ interface Outboxed {
 
 /** The parameters afterCreate and the other audited writes take, from the write's options. */
 const origin = (by: WriteOrigin | undefined) => [
-  new Date(),
+  // ISO text: pg writes a Date out in local time, field by field, at several times the cost.
+  new Date().toISOString(),
   by?.tokenId ?? null,
   by?.requestId ?? null,
 ];
 
 /**
  * `old` locks the plant and reads it as it is now, which is the audit's "before"; the
- * conditional forms compare it with the plant the caller expects ($n, $n+1).
+ * conditional forms compare its version with the one of the plant the caller expects ($n).
+ * A new plant's version is the column's default; a change draws the next of its sequence
+ * (see the migration 0005_plant_versions).
  */
-const LOCK_OLD = `old AS (SELECT ${COLUMNS} FROM plants WHERE id = $1 FOR UPDATE)`;
-const unchanged = (n: number) => `AND old.name = $${n} AND old.tag IS NOT DISTINCT FROM $${n + 1}`;
+const LOCK_OLD = `old AS (SELECT ${STORED} FROM plants WHERE id = $1 FOR UPDATE)`;
+const unchanged = (n: number) => `AND old.version = $${n}::bigint`;
 
 /** Found the plant locked (`old_id`) but wrote nothing: the expected plant had changed. */
-interface WriteRow extends Partial<PlantRow>, Outboxed {
+interface WriteRow extends Partial<StoredPlantRow>, Outboxed {
   old_id: bigint;
 }
 
 /** The plant a client create made, or why it made none. */
-function created(row: CreateRow, refusal: () => Error): Plant {
+function created(row: CreateRow, refusal: () => Error): StoredPlant {
   if (!row.allowed) throw new KeyNotHeldError();
   if (row.id === null || row.id === undefined) throw refusal();
-  return toPlant(row as PlantRow);
+  return toStoredPlant(row as StoredPlantRow);
 }
 
 const page = (where: string) => `SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT $1`;
@@ -95,7 +99,7 @@ const INSERT_NEW = `WITH ${KEY_HELD},
   created AS (
     INSERT INTO plants (id, name, tag) SELECT id, $1, $2 FROM claimed
     ON CONFLICT (id) DO NOTHING
-    RETURNING ${COLUMNS}),
+    RETURNING ${STORED}),
   ${afterCreate('(SELECT id FROM drawn)')}`;
 
 // How many taken ids one skip reads at most, so that a long run of them is skipped in
@@ -124,21 +128,22 @@ const INSERT_WITH_ID = `WITH ${KEY_HELD},
     SELECT $8::bigint, $1, $2 FROM (SELECT count(*) FROM recorded) r
     WHERE (SELECT ok FROM allowed)
     ON CONFLICT (id) DO NOTHING
-    RETURNING ${COLUMNS}),
+    RETURNING ${STORED}),
   ${afterCreate('NULL::bigint')}`;
 
 const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   changed AS (
     UPDATE plants p SET name = coalesce($2::text, p.name),
-      tag = CASE WHEN $3::boolean THEN $4::text ELSE p.tag END
+      tag = CASE WHEN $3::boolean THEN $4::text ELSE p.tag END,
+      version = nextval('plant_versions')
     FROM old WHERE p.id = old.id ${conditional ? unchanged(8) : ''}
-    RETURNING p.id, p.name, p.tag, old.name AS old_name, old.tag AS old_tag),
+    RETURNING p.id, p.name, p.tag, p.version, old.name AS old_name, old.tag AS old_tag),
   audited AS (
     ${AUDIT_INSERT}
     SELECT $5::timestamptz, 'update', id, $6::bigint, $7::text, old_name, old_tag, name, tag
     FROM changed),
   ${outboxCtes('plant.updated', 'changed', '$5::timestamptz')}
-  SELECT old.id AS old_id, c.id, c.name, c.tag, ${MESSAGES_WRITTEN}
+  SELECT old.id AS old_id, c.id, c.name, c.tag, c.version, ${MESSAGES_WRITTEN}
   FROM old LEFT JOIN changed c ON true`;
 
 const deleteSql = (conditional: boolean) => `WITH ${LOCK_OLD},
@@ -170,12 +175,12 @@ export function postgresPlants(plainQuery: Query, wake: () => void): PlantStore 
   return {
     insert: (plant, options) => insert(query, plant, options),
     async get(id: bigint) {
-      const { rows } = await query<PlantRow>(
+      const { rows } = await query<StoredPlantRow>(
         'plants.get',
-        `SELECT ${COLUMNS} FROM plants WHERE id = $1`,
+        `SELECT ${STORED} FROM plants WHERE id = $1`,
         [id.toString()],
       );
-      return rows[0] && toPlant(rows[0]);
+      return rows[0] && toStoredPlant(rows[0]);
     },
     list: (plantQuery) => list(query, plantQuery),
     update: (id, change, options) => update(query, id, change, options),
@@ -187,7 +192,7 @@ async function insert(
   query: Query,
   { id, name, tag }: NewPlant,
   { by, idempotencyKey }: InsertOptions = {},
-): Promise<Plant> {
+): Promise<StoredPlant> {
   const values = [
     name,
     tag ?? null,
@@ -207,11 +212,11 @@ async function insert(
  * A create with the next id of the sequence that no plant has or had: each try that draws a
  * taken id moves the sequence past the run of taken ids it starts, then tries again.
  */
-async function insertNew(query: Query, values: unknown[]): Promise<Plant> {
+async function insertNew(query: Query, values: unknown[]): Promise<StoredPlant> {
   for (;;) {
     const row = (await drawAndCreate(query, values))[0]!;
     if (!row.allowed) throw new KeyNotHeldError();
-    if (row.id !== null && row.id !== undefined) return toPlant(row as PlantRow);
+    if (row.id !== null && row.id !== undefined) return toStoredPlant(row as StoredPlantRow);
     await query('plants.skipTaken', SKIP_TAKEN, [row.drawn!.toString()]);
   }
 }
@@ -252,7 +257,7 @@ async function update(
   id: bigint,
   change: PlantChange,
   { expected, by }: ConditionalWriteOptions = {},
-): Promise<Plant | undefined> {
+): Promise<StoredPlant | undefined> {
   const values = [
     id.toString(),
     change.name ?? null,
@@ -265,13 +270,12 @@ async function update(
       ? await query<WriteRow>('plants.update', updateSql(false), values)
       : await query<WriteRow>('plants.updateIf', updateSql(true), [
           ...values,
-          expected.name,
-          expected.tag ?? null,
+          expected.version.toString(),
         ]);
   const row = rows[0];
   if (row === undefined) return undefined;
   if (row.id === null || row.id === undefined) throw new PlantChangedError(id);
-  return toPlant(row as PlantRow);
+  return toStoredPlant(row as StoredPlantRow);
 }
 
 async function remove(
@@ -285,8 +289,7 @@ async function remove(
       ? await query<WriteRow>('plants.delete', deleteSql(false), values)
       : await query<WriteRow>('plants.deleteIf', deleteSql(true), [
           ...values,
-          expected.name,
-          expected.tag ?? null,
+          expected.version.toString(),
         ]);
   const row = rows[0];
   if (row === undefined) return false;

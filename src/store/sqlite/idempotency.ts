@@ -25,8 +25,8 @@ function prepare(db: Database.Database) {
        ${TAKE_KEY}`,
     ),
     read: db.prepare(
-      `SELECT fingerprint, status, plant_id, plant_name, plant_tag, error_code, error_message
-       FROM idempotency_keys WHERE token_id = ? AND key = ?`,
+      `SELECT fingerprint, status, plant_id, plant_name, plant_tag, plant_version, error_code,
+         error_message FROM idempotency_keys WHERE token_id = ? AND key = ?`,
     ),
     purge: db.prepare(
       `DELETE FROM idempotency_keys WHERE rowid IN

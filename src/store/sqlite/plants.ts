@@ -1,8 +1,14 @@
 import type Database from 'better-sqlite3';
 import type { AuditAction, WriteOrigin } from '../../core/audit.js';
 import { INT64_MAX } from '../../core/int64.js';
-import type { NewPlant, Plant, PlantChange, PlantQuery } from '../../core/plant.js';
-import { type PlantRow, toPlant } from '../rows.js';
+import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
+import {
+  type PlantRow,
+  STORED_PLANT_COLUMNS,
+  type StoredPlantRow,
+  toPlant,
+  toStoredPlant,
+} from '../rows.js';
 import {
   type ConditionalWriteOptions,
   IdsExhaustedError,
@@ -11,20 +17,22 @@ import {
   PlantChangedError,
   PlantExistsError,
   type PlantStore,
-  samePlant,
 } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard, isSqliteError } from './query.js';
 import type { Outbox } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
+// Writes read the version too. A new plant gets its version from the column's default
+// (random()), a changed one a new random() (see the migration 0005_plant_versions).
+const STORED = STORED_PLANT_COLUMNS;
 
 /** The statements that read plants. */
 function prepareReads(db: Database.Database) {
   const page = (where: string) =>
     db.prepare(`SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT @limit`);
   return {
-    getOne: db.prepare(`SELECT ${COLUMNS} FROM plants WHERE id = ?`),
+    getOne: db.prepare(`SELECT ${STORED} FROM plants WHERE id = ?`),
     pages: {
       all: page(''),
       after: page('WHERE id > @after'),
@@ -38,17 +46,17 @@ function prepareReads(db: Database.Database) {
 function prepareWrites(db: Database.Database) {
   return {
     insertWithId: db.prepare(
-      `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${COLUMNS}`,
+      `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${STORED}`,
     ),
     insertIfFree: db.prepare(
       `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING
-       RETURNING ${COLUMNS}`,
+       RETURNING ${STORED}`,
     ),
     ...prepareIds(db),
     update: db.prepare(
       `UPDATE plants SET name = coalesce(@name, name),
-         tag = CASE WHEN @setTag THEN @tag ELSE tag END
-       WHERE id = @id RETURNING ${COLUMNS}`,
+         tag = CASE WHEN @setTag THEN @tag ELSE tag END, version = random()
+       WHERE id = @id RETURNING ${STORED}`,
     ),
     remove: db.prepare('DELETE FROM plants WHERE id = ?'),
     audit: db.prepare(
@@ -57,7 +65,8 @@ function prepareWrites(db: Database.Database) {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     settleCreated: db.prepare(
-      `UPDATE idempotency_keys SET status = 201, plant_id = ?, plant_name = ?, plant_tag = ?
+      `UPDATE idempotency_keys SET status = 201, plant_id = ?, plant_name = ?, plant_tag = ?,
+         plant_version = ?
        WHERE token_id = ? AND key = ? AND status IS NULL`,
     ),
     keyHeld: db.prepare(
@@ -129,8 +138,8 @@ export function sqlitePlants(
         return created;
       }),
     async get(id: bigint) {
-      const row = guard(() => reads.getOne.get(id)) as PlantRow | undefined;
-      return row && toPlant(row);
+      const row = guard(() => reads.getOne.get(id)) as StoredPlantRow | undefined;
+      return row && toStoredPlant(row);
     },
     list: async (query: PlantQuery) => list(reads, query),
     update: (id: bigint, change: PlantChange, { expected, by }: ConditionalWriteOptions = {}) =>
@@ -168,10 +177,14 @@ function list(reads: Reads, { limit, after, tag }: PlantQuery): Plant[] {
 }
 
 /** The plant a conditional write acts on, read inside the write's own savepoint. */
-function currentPlant(reads: Reads, id: bigint, expected: Plant | undefined): Plant | undefined {
-  const row = reads.getOne.get(id) as PlantRow | undefined;
-  const plant = row && toPlant(row);
-  if (plant !== undefined && expected !== undefined && !samePlant(plant, expected)) {
+function currentPlant(
+  reads: Reads,
+  id: bigint,
+  expected: StoredPlant | undefined,
+): StoredPlant | undefined {
+  const row = reads.getOne.get(id) as StoredPlantRow | undefined;
+  const plant = row && toStoredPlant(row);
+  if (plant !== undefined && expected !== undefined && plant.version !== expected.version) {
     throw new PlantChangedError(id);
   }
   return plant;
@@ -199,7 +212,11 @@ function record(
 }
 
 /** A create, its audit entry and the settling of its key: run inside a write's savepoint. */
-function insert(writes: Writes, plant: NewPlant, { by, idempotencyKey }: InsertOptions): Plant {
+function insert(
+  writes: Writes,
+  plant: NewPlant,
+  { by, idempotencyKey }: InsertOptions,
+): StoredPlant {
   if (
     idempotencyKey &&
     writes.keyHeld.get(idempotencyKey.tokenId, idempotencyKey.key) === undefined
@@ -210,15 +227,16 @@ function insert(writes: Writes, plant: NewPlant, { by, idempotencyKey }: InsertO
   record(writes, 'create', created.id, undefined, created, by);
   if (idempotencyKey !== undefined) {
     const { tokenId, key } = idempotencyKey;
-    writes.settleCreated.run(created.id, created.name, created.tag ?? null, tokenId, key);
+    const { id, name, tag, version } = created;
+    writes.settleCreated.run(id, name, tag ?? null, version, tokenId, key);
   }
   return created;
 }
 
-function create(writes: Writes, { id, name, tag }: NewPlant): Plant {
+function create(writes: Writes, { id, name, tag }: NewPlant): StoredPlant {
   if (id === undefined) return createWithNextId(writes, name, tag ?? null);
   try {
-    const plant = toPlant(writes.insertWithId.get(id, name, tag ?? null) as PlantRow);
+    const plant = toStoredPlant(writes.insertWithId.get(id, name, tag ?? null) as StoredPlantRow);
     writes.recordTaken.run({ id });
     return plant;
   } catch (error) {
@@ -231,16 +249,16 @@ function create(writes: Writes, { id, name, tag }: NewPlant): Plant {
  * A create with the first id above the counter that no plant has or had. Writes are one at a
  * time, so what the counter and plant_ids_taken say holds until this write commits.
  */
-function createWithNextId(writes: Writes, name: string, tag: string | null): Plant {
+function createWithNextId(writes: Writes, name: string, tag: string | null): StoredPlant {
   let last = writes.lastId.get() as bigint;
   for (;;) {
     const id = firstFreeAbove(writes, last);
     // Not recorded as taken, so only a plant inserted by hand (SQL) can hold it: skipped too.
-    const row = writes.insertIfFree.get(id, name, tag) as PlantRow | undefined;
+    const row = writes.insertIfFree.get(id, name, tag) as StoredPlantRow | undefined;
     last = id;
     if (row !== undefined) {
       writes.setLastId.run(id);
-      return toPlant(row);
+      return toStoredPlant(row);
     }
   }
 }
@@ -256,13 +274,13 @@ function firstFreeAbove(writes: Writes, last: bigint): bigint {
   }
 }
 
-function applyChange(writes: Writes, id: bigint, change: PlantChange): Plant {
-  return toPlant(
+function applyChange(writes: Writes, id: bigint, change: PlantChange): StoredPlant {
+  return toStoredPlant(
     writes.update.get({
       id,
       name: change.name ?? null,
       setTag: change.tag === undefined ? 0 : 1,
       tag: change.tag ?? null,
-    }) as PlantRow,
+    }) as StoredPlantRow,
   );
 }
