@@ -25,14 +25,17 @@ export interface AttemptContext {
 /**
  * Makes one attempt at a claimed message and records it under the claim's lease: signs it
  * with every secret the endpoint has (two during a rotation), sends it, decides what
- * comes next (core/webhooks/delivery.ts) and hands both to the queue. Never rejects.
+ * comes next (core/webhooks/delivery.ts) and hands both to the queue. Never rejects;
+ * answers 'abandoned' when the process stopped it mid-way and nothing was recorded (the
+ * message is then sent again, with the same webhook-id: at-least-once).
  */
-export async function attempt(message: ClaimedMessage, context: AttemptContext): Promise<void> {
+export async function attempt(
+  message: ClaimedMessage,
+  context: AttemptContext,
+): Promise<'recorded' | 'abandoned'> {
   const at = context.now();
   const outcome = await send(message, at, context);
-  // Stopping mid-attempt: nothing is recorded, the lease runs out, another process sends
-  // it again with the same webhook-id (at-least-once).
-  if (outcome.abandoned === true) return;
+  if (outcome.abandoned === true) return 'abandoned';
   const next = consequenceOf(
     outcome,
     message.attempt,
@@ -63,6 +66,7 @@ export async function attempt(message: ClaimedMessage, context: AttemptContext):
       'webhook attempt not recorded; it will be made again when its lease ends',
     );
   }
+  return 'recorded';
 }
 
 async function send(

@@ -74,9 +74,10 @@ const heldBy = (endpoint: Endpoint) => endpoint.inFlight + endpoint.waiting.leng
  *
  * A process holds at most twice `maxInFlight` claimed messages, and one endpoint at most
  * half of those, so a hung receiver holds only its share. The claims of an endpoint beyond
- * its share are not sent but left to their lease (sent later, here or elsewhere); that only
- * happens once the endpoint is stuck, so a fast receiver with a backlog waits for its own
- * slots instead.
+ * its share are not sent but given back with their lease kept (sent later, here or
+ * elsewhere, and not counted as attempts); that only happens once the endpoint is stuck, so
+ * a fast receiver with a backlog waits for its own slots instead. A claim the process
+ * cannot attempt (too little lease left, stopping) is given back free at once.
  */
 export class WebhookDispatcher {
   private readonly options: Required<Omit<DispatcherOptions, 'wakeSources'>> & {
@@ -138,6 +139,9 @@ export class WebhookDispatcher {
     await Promise.race([Promise.allSettled([...this.running]), grace]);
     clearTimeout(timer);
     this.stopSignal.abort();
+    for (const endpoint of this.endpoints.values()) {
+      for (const message of endpoint.waiting.splice(0)) this.giveBack(message, 'free');
+    }
     await Promise.allSettled([...this.running]);
   }
 
@@ -196,7 +200,11 @@ export class WebhookDispatcher {
     const key = message.endpoint.id.toString();
     const endpoint = this.endpoints.get(key) ?? { inFlight: 0, waiting: [], progress: Date.now() };
     this.endpoints.set(key, endpoint);
-    if (heldBy(endpoint) >= this.options.maxInFlight) return;
+    if (heldBy(endpoint) >= this.options.maxInFlight) {
+      // Kept leased, so that the next claims pass over it to other endpoints.
+      this.giveBack(message, 'leased');
+      return;
+    }
     endpoint.waiting.push(message);
     this.held++;
   }
@@ -233,8 +241,32 @@ export class WebhookDispatcher {
   private async send(message: ClaimedMessage): Promise<void> {
     const left = message.claimedUntil.getTime() - this.options.now().getTime();
     // Too little lease left for a whole attempt: another claim, here or elsewhere, sends it.
-    if (left < this.options.timeoutMs + FINISH_MARGIN_MS || this.closing) return;
-    await attempt(message, this.context());
+    if (left < this.options.timeoutMs + FINISH_MARGIN_MS || this.closing) {
+      await this.giveBack(message, 'free');
+      return;
+    }
+    if ((await attempt(message, this.context())) === 'abandoned') {
+      await this.giveBack(message, 'free');
+    }
+  }
+
+  /** See WebhookQueue.release; a failure only delays the message to its lease's end. */
+  private giveBack(message: ClaimedMessage, lease: 'free' | 'leased'): Promise<void> {
+    const { queue, now, log } = this.options;
+    const freeAt = lease === 'free' ? now() : message.claimedUntil;
+    const given = queue.release(message.id, message.claimedUntil, freeAt).then(
+      () => undefined,
+      (error: unknown) => {
+        log.error(
+          { err: error, message: message.webhookId },
+          'giving back an unattempted webhook claim failed; it waits for its lease to end',
+        );
+      },
+    );
+    // Tracked like an attempt, so that stop() waits for it before the store closes.
+    const tracked = given.finally(() => this.running.delete(tracked));
+    this.running.add(tracked);
+    return tracked;
   }
 
   private context(): AttemptContext {

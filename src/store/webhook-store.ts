@@ -97,6 +97,14 @@ export interface WebhookQueue {
     attempt: AttemptRecord,
     next: NextStep,
   ): Promise<boolean>;
+  /**
+   * Gives back a claim that was not attempted (no room for it, too little lease left, the
+   * process stopping): the claim no longer counts as an attempt, so the message keeps its
+   * place in the retry schedule, and its lease ends at `freeAt` (now, to let any process
+   * take it at once; or `claimedUntil`, to keep others off it). Only while the lease is
+   * still this claim's; answers whether it was.
+   */
+  release(messageId: bigint, claimedUntil: Date, freeAt: Date): Promise<boolean>;
   /** When the earliest pending message of an enabled endpoint is due, or null if none is. */
   nextDue(): Promise<Date | null>;
   /** Messages waiting to be delivered (pending), for the metrics' queue depth. */

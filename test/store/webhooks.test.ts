@@ -154,6 +154,27 @@ function webhookContract(name: string, open: Open): void {
       assert.equal(await store.webhookQueue.nextDue(), null);
     });
 
+    it('gives back an unattempted claim: not counted, free at once or kept leased', async (t) => {
+      const { store } = await open(t);
+      const q = store.webhookQueue;
+      await subscribe(store);
+      await store.plants.insert({ name: 'p' });
+      const now = new Date(Date.now() + 1000);
+      const [first] = await q.claim(now, 30_000, 10);
+      // Kept leased: no claim takes it before the lease ends, and it is still attempt 1.
+      assert.equal(await q.release(first!.id, first!.claimedUntil, first!.claimedUntil), true);
+      assert.deepEqual(await q.claim(now, 30_000, 10), []);
+      const [second] = await q.claim(first!.claimedUntil, 30_000, 10);
+      assert.equal(second?.attempt, 1);
+      // Free at once: the next claim takes it, still as attempt 1.
+      assert.equal(await q.release(second!.id, second!.claimedUntil, first!.claimedUntil), true);
+      const [third] = await q.claim(first!.claimedUntil, 40_000, 10);
+      assert.equal(third?.webhookId, first!.webhookId);
+      assert.equal(third?.attempt, 1);
+      // A lease that is no longer this claim's is not given back.
+      assert.equal(await q.release(second!.id, second!.claimedUntil, first!.claimedUntil), false);
+    });
+
     it('records attempts: retry when due, delivered, failed; lists deliveries newest first', async (t) => {
       const { store } = await open(t);
       const endpoint = await subscribe(store);

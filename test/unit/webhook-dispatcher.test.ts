@@ -31,6 +31,8 @@ class MemoryQueue extends EventEmitter implements WebhookQueue {
   readonly pending: Omit<ClaimedMessage, 'claimedUntil' | 'attempt'>[] = [];
   readonly finished: Finished[] = [];
   readonly calls: string[] = [];
+  /** Claims given back: which message, and whether its lease was kept. */
+  readonly released: { id: bigint; kept: boolean }[] = [];
   private readonly subscribers = new Set<() => void>();
   private readonly leased = new Map<bigint, ClaimedMessage>();
 
@@ -69,6 +71,16 @@ class MemoryQueue extends EventEmitter implements WebhookQueue {
     );
     this.finished.push({ message, record, next });
     this.emit('finished');
+    return true;
+  }
+
+  async release(id: bigint, until: Date, freeAt: Date): Promise<boolean> {
+    const message = this.leased.get(id);
+    if (message?.claimedUntil.getTime() !== until.getTime()) return false;
+    const kept = freeAt.getTime() === until.getTime();
+    if (!kept) this.leased.delete(id);
+    this.released.push({ id, kept });
+    this.emit('released');
     return true;
   }
 
@@ -288,24 +300,21 @@ describe('WebhookDispatcher', () => {
     await once(sender, 'sent');
     await running.stop(10);
     assert.equal(queue.finished.length, 0);
+    // Given back free, so that another process sends it now rather than after the lease.
+    assert.deepEqual(queue.released, [{ id: 1n, kept: false }]);
   });
 
-  it('leaves a message whose lease is too short for an attempt', async (t) => {
+  it('gives back, unattempted, a message whose lease is too short', async (t) => {
     const queue = new MemoryQueue();
     queue.add(1);
     const sender = new ScriptedSender(status(200));
     const claim = queue.claim.bind(queue);
-    let claimed = false;
-    queue.claim = async (now, _lease, limit) => {
-      const got = await claim(now, 500, limit);
-      claimed ||= got.length > 0;
-      if (claimed) queue.emit('claimed');
-      return got;
-    };
+    queue.claim = (now, _lease, limit) => claim(now, 500, limit);
     const running = dispatcher(t, { queue, sender });
-    await once(queue, 'claimed');
+    await once(queue, 'released');
     await running.stop(100);
     assert.equal(sender.sent.length, 0);
+    assert.deepEqual(queue.released[0], { id: 1n, kept: false });
   });
 
   it('purges past retention and disables failing endpoints', async (t) => {

@@ -146,15 +146,25 @@ const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   SELECT old.id AS old_id, c.id, c.name, c.tag, c.version, ${MESSAGES_WRITTEN}
   FROM old LEFT JOIN changed c ON true`;
 
-const deleteSql = (conditional: boolean) => `WITH ${LOCK_OLD},
-  gone AS (
-    DELETE FROM plants p USING old WHERE p.id = old.id ${conditional ? unchanged(5) : ''}
-    RETURNING p.id, p.name, p.tag),
-  audited AS (
+const deleteTail = `audited AS (
     ${AUDIT_INSERT}
     SELECT $2::timestamptz, 'delete', id, $3::bigint, $4::text, name, tag, NULL, NULL
     FROM gone),
-  ${outboxCtes('plant.deleted', 'gone', '$2::timestamptz')}
+  ${outboxCtes('plant.deleted', 'gone', '$2::timestamptz')}`;
+
+// No lock of its own: DELETE ... RETURNING locks the row and answers what it was, the
+// audit's "before" (one tuple lock, and its WAL record, fewer than locking it first).
+const DELETE = `WITH gone AS (
+    DELETE FROM plants WHERE id = $1 RETURNING id, name, tag),
+  ${deleteTail}
+  SELECT g.id AS old_id, g.id, ${MESSAGES_WRITTEN} FROM gone g`;
+
+// Locks the plant first, to tell a plant that changed from one that is not there.
+const DELETE_IF = `WITH ${LOCK_OLD},
+  gone AS (
+    DELETE FROM plants p USING old WHERE p.id = old.id ${unchanged(5)}
+    RETURNING p.id, p.name, p.tag),
+  ${deleteTail}
   SELECT old.id AS old_id, g.id, ${MESSAGES_WRITTEN} FROM old LEFT JOIN gone g ON true`;
 
 /**
@@ -286,8 +296,8 @@ async function remove(
   const values = [id.toString(), ...origin(by)];
   const { rows } =
     expected === undefined
-      ? await query<WriteRow>('plants.delete', deleteSql(false), values)
-      : await query<WriteRow>('plants.deleteIf', deleteSql(true), [
+      ? await query<WriteRow>('plants.delete', DELETE, values)
+      : await query<WriteRow>('plants.deleteIf', DELETE_IF, [
           ...values,
           expected.version.toString(),
         ]);

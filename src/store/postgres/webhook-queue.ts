@@ -53,6 +53,15 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
     },
     finish: (messageId, claimedUntil, attempt, next) =>
       finish(query, messageId, claimedUntil, attempt, next),
+    async release(messageId, claimedUntil, freeAt) {
+      const { rowCount } = await query(
+        'webhooks.release',
+        `UPDATE webhook_messages SET lease_until = $3, attempts = attempts - 1
+         WHERE id = $1 AND status = 'pending' AND lease_until = $2`,
+        [messageId.toString(), claimedUntil, freeAt],
+      );
+      return (rowCount ?? 0) > 0;
+    },
     async nextDue() {
       const { rows } = await query<{ due: Date | null }>(
         'webhooks.nextDue',

@@ -35,6 +35,10 @@ function prepare(db: Database.Database) {
        WHERE id = @id AND status = 'pending' AND lease_until = @claimedUntil
        RETURNING endpoint_id`,
     ),
+    release: db.prepare(
+      `UPDATE webhook_messages SET lease_until = @freeAt, attempts = attempts - 1
+       WHERE id = @id AND status = 'pending' AND lease_until = @claimedUntil`,
+    ),
     attempt: db.prepare(
       `INSERT INTO webhook_attempts
          (message_id, at, duration_ms, http_status, error, response_excerpt)
@@ -83,6 +87,15 @@ export function sqliteWebhookQueue(
     claim: (now, leaseMs, limit) => write(() => claim(s, now, leaseMs, limit)),
     finish: (messageId, claimedUntil, attempt, next) =>
       write(() => finish(s, messageId, claimedUntil, attempt, next)),
+    release: (id, claimedUntil, freeAt) =>
+      write(
+        () =>
+          s.release.run({
+            id,
+            claimedUntil: claimedUntil.getTime(),
+            freeAt: freeAt.getTime(),
+          }).changes > 0,
+      ),
     async nextDue() {
       const due = guard(() => s.nextDue.get()) as bigint | null;
       return due === null ? null : sqliteTime(due);
