@@ -140,7 +140,7 @@ export class WebhookDispatcher {
     clearTimeout(timer);
     this.stopSignal.abort();
     for (const endpoint of this.endpoints.values()) {
-      for (const message of endpoint.waiting.splice(0)) this.giveBack(message, 'free');
+      for (const message of endpoint.waiting.splice(0)) void this.giveBack(message, 'free');
     }
     await Promise.allSettled([...this.running]);
   }
@@ -202,7 +202,7 @@ export class WebhookDispatcher {
     this.endpoints.set(key, endpoint);
     if (heldBy(endpoint) >= this.options.maxInFlight) {
       // Kept leased, so that the next claims pass over it to other endpoints.
-      this.giveBack(message, 'leased');
+      void this.giveBack(message, 'leased');
       return;
     }
     endpoint.waiting.push(message);
