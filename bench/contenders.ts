@@ -21,7 +21,9 @@ function sqliteSpec(name: ContenderName, db: string, logLevel: string): ServerSp
   const { role } = CONTENDERS[name];
   if (role.kind === 'plantstore') {
     const metrics = 'metrics' in role && role.metrics;
-    return { kind: 'plantstore', db, durability: role.durability ?? 'power', logLevel, metrics };
+    const outbox = !('outbox' in role) || role.outbox;
+    const durability = role.durability ?? 'power';
+    return { kind: 'plantstore', db, durability, logLevel, metrics, outbox };
   }
   return { kind: role.kind === 'fastify' ? 'fastify-sqlite' : 'bare-sqlite', db };
 }

@@ -19,6 +19,7 @@ import type { Row } from './rows.js';
 import { killAll, pinSelf, ROOT } from './servers.js';
 import type { Facts } from './targets.js';
 import { startReasons } from './validity.js';
+import { webhookPhase } from './webhook-phase.js';
 import { findWrk } from './wrk.js';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -118,6 +119,9 @@ async function main(): Promise<number> {
     log,
   };
   const rows = await measure(options, ctx, runReasons);
+  if (options.only.length === 0 || options.only.some((part) => 'webhooks'.includes(part))) {
+    facts.webhooks = await webhookPhase(ctx, options.quick ? 1000 : 5000);
+  }
   runReasons.push(...startReasons(facts.starts));
   const args = process.argv.slice(2).join(' ');
   const meta: RunMeta = {

@@ -1,6 +1,7 @@
 /** The performance issue's targets, checked against a run's rows and facts. Pure. */
 import type { Start } from './contenders.js';
 import type { Row } from './rows.js';
+import type { WebhookFacts } from './webhook-phase.js';
 import { SCENARIOS, type ScenarioId } from './scenarios.js';
 
 export interface Facts {
@@ -12,6 +13,8 @@ export interface Facts {
   fsyncP50ms?: number;
   largePlants: number;
   smallPlants: number;
+  /** The webhook rows (issue 14), when the run made them. */
+  webhooks?: WebhookFacts;
 }
 
 export interface Check {
@@ -26,9 +29,20 @@ const ms = (n: number): string => `${n.toFixed(2)} ms`;
 export const plantsText = (n: number): string =>
   n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : String(n);
 
-const find = (rows: Row[], scenario: ScenarioId, subject: string, connections: number) =>
+/** The row of `subject` in `scenario`, against `yardstick` when one is named. */
+const find = (
+  rows: Row[],
+  scenario: ScenarioId,
+  subject: string,
+  connections: number,
+  yardstick?: string,
+) =>
   rows.find(
-    (r) => r.scenario === scenario && r.subject.name === subject && r.connections === connections,
+    (r) =>
+      r.scenario === scenario &&
+      r.subject.name === subject &&
+      r.connections === connections &&
+      (yardstick === undefined || r.yardstick.name === yardstick),
   );
 
 function ratioChecks(
@@ -36,9 +50,10 @@ function ratioChecks(
   subject: string,
   goals: [ScenarioId, number][],
   what: string,
+  yardstick: string,
 ): Check[] {
   return goals.map(([scenario, goal]) => {
-    const row = find(rows, scenario, subject, 64);
+    const row = find(rows, scenario, subject, 64, yardstick);
     const target = `${SCENARIOS[scenario].label} ${what} ≥ ${goal}× in req/s and in CPU per request`;
     if (row === undefined) return { target, measured: 'not measured', met: undefined };
     const { rps, cpu } = row.ratios;
@@ -46,11 +61,14 @@ function ratioChecks(
   });
 }
 
-function p99Checks(rows: Row[], subjects: string[], yardstick: string): Check[] {
+function p99Checks(rows: Row[], subjects: string[], yardstick: string, label: string): Check[] {
   return rows
-    .filter((r) => subjects.includes(r.subject.name) && r.connections === 64)
+    .filter(
+      (r) =>
+        subjects.includes(r.subject.name) && r.yardstick.name === yardstick && r.connections === 64,
+    )
     .map((r) => ({
-      target: `p99 ≤ 1.5× ${yardstick}: ${SCENARIOS[r.scenario].label}, ${r.subject.name}`,
+      target: `p99 ≤ 1.5× ${label}: ${SCENARIOS[r.scenario].label}, ${r.subject.name}`,
       measured: `${ms(r.subject.p99ms)} vs ${ms(r.yardstick.p99ms)}: ${x(r.ratios.p99)}`,
       met: r.ratios.p99 <= 1.5,
     }));
@@ -111,6 +129,30 @@ function processChecks(facts: Facts): Check[] {
   return out;
 }
 
+function webhookChecks(hooks: WebhookFacts | undefined): Check[] {
+  const cpu = hooks?.cpuUsPerDelivery;
+  return [
+    {
+      target: 'webhooks: one process delivers ≥ 1,000 a second to a fast local receiver',
+      measured:
+        hooks === undefined
+          ? 'not measured'
+          : `${hooks.deliveriesPerSecond.toFixed(0)}/s over ${hooks.messages} messages` +
+            (cpu === undefined ? '' : `, ${cpu.toFixed(0)} µs of server CPU each`),
+      met: hooks === undefined ? undefined : hooks.deliveriesPerSecond >= 1000,
+    },
+    {
+      target: 'webhooks: on an idle server a message leaves ≤ 100 ms (p50) after its write',
+      measured:
+        hooks === undefined
+          ? 'not measured'
+          : `p50 ${ms(hooks.promptP50ms)} from sending the write to the message's arrival,` +
+            ` ${hooks.prompt} writes one at a time`,
+      met: hooks === undefined ? undefined : hooks.promptP50ms <= 100,
+    },
+  ];
+}
+
 export function checks(rows: Row[], facts: Facts): Check[] {
   return [
     ...ratioChecks(
@@ -123,6 +165,7 @@ export function checks(rows: Row[], facts: Facts): Check[] {
         ['post', 0.85],
       ],
       'SQLite power ÷ Fastify',
+      'fastify',
     ),
     ...ratioChecks(
       rows,
@@ -132,8 +175,9 @@ export function checks(rows: Row[], facts: Facts): Check[] {
         ['post', 0.95],
       ],
       'SQLite process ÷ Fastify',
+      'fastify',
     ),
-    ...p99Checks(rows, ['plantstore power', 'plantstore process'], 'Fastify'),
+    ...p99Checks(rows, ['plantstore power', 'plantstore process'], 'fastify', 'Fastify'),
     ...ratioChecks(
       rows,
       'plantstore metrics',
@@ -142,6 +186,17 @@ export function checks(rows: Row[], facts: Facts): Check[] {
         ['post', 0.97],
       ],
       'with --metrics-port ÷ without (issue 15)',
+      'plantstore power',
+    ),
+    ...ratioChecks(
+      rows,
+      'plantstore power',
+      [
+        ['delete', 0.95],
+        ['post', 0.95],
+      ],
+      'with the webhook outbox ÷ without, no endpoint subscribed (issue 14)',
+      'plantstore no outbox',
     ),
     ...ratioChecks(
       rows,
@@ -153,10 +208,12 @@ export function checks(rows: Row[], facts: Facts): Check[] {
         ['post', 0.8],
       ],
       'PostgreSQL ÷ bare pg',
+      'bare postgres',
     ),
-    ...p99Checks(rows, ['plantstore postgres'], 'bare pg'),
+    ...p99Checks(rows, ['plantstore postgres'], 'bare postgres', 'bare pg'),
     ...sizeChecks(rows, facts),
     ...processChecks(facts),
     ...fsyncChecks(rows, facts),
+    ...webhookChecks(facts.webhooks),
   ];
 }

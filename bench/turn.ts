@@ -17,6 +17,8 @@ export interface Role {
   durability?: 'power' | 'process';
   /** plantstore with --metrics-port: what measuring costs (issue 15: at most 3%). */
   metrics?: boolean;
+  /** false: plantstore with an outbox that writes nothing (bench/no-outbox/; issue 14). */
+  outbox?: boolean;
 }
 
 /** A live server in the harness: where it runs, its data, and where its DELETE walk is. */

@@ -83,9 +83,16 @@ export const LISTENING = /^Server listening at (http:\/\/\S+)$/;
 /**
  * Starts `plantstore serve --port 0 <args>` and resolves when it logs where it listens.
  * The process (and `extraPids`, filled in by the test) is SIGKILLed after the test.
+ * `nodeArgs` go to node before the script (`--import ...`).
  */
-export async function startServer(t: TestContext, args: string[], extraPids: number[] = []) {
-  const child = spawn(process.execPath, ['bin/plantstore', 'serve', '--port', '0', ...args], {
+export async function startServer(
+  t: TestContext,
+  args: string[],
+  extraPids: number[] = [],
+  nodeArgs: string[] = [],
+) {
+  const argv = [...nodeArgs, 'bin/plantstore', 'serve', '--port', '0', ...args];
+  const child = spawn(process.execPath, argv, {
     cwd: ROOT,
     env: cleanEnv(),
   });
