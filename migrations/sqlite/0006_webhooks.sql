@@ -23,7 +23,8 @@ CREATE TABLE webhook_endpoints (
 
 -- One message to one endpoint. `webhook_id` is the `webhook-id` header, the same on
 -- every attempt. A pending message is due at `next_attempt_at`; a process sending it
--- holds it until `lease_until`. `attempts` counts the claims made so far, less those given back unattempted.
+-- holds it until `lease_until`. `attempts` counts the claims made so far, less those
+-- given back unattempted.
 CREATE TABLE webhook_messages (
   id              INTEGER PRIMARY KEY AUTOINCREMENT,
   endpoint_id     INTEGER NOT NULL,

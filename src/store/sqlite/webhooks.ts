@@ -155,9 +155,18 @@ function deliveryPage(s: Statements, { endpointId, limit, after, status }: Deliv
 
 /**
  * The outbox of plant writes: run inside a write's savepoint, it adds one message per
- * enabled endpoint subscribed to the event, and answers how many it added.
+ * enabled endpoint subscribed to the event, and answers how many it added. Most writes have
+ * no subscriber: a look at the endpoints alone answers them, cheaper than an INSERT ...
+ * SELECT that finds nothing to insert (it opens the messages table and its four indexes).
+ * Both run in the write's transaction, so an endpoint committed before it is seen.
  */
 export function sqliteOutbox(db: Database.Database) {
+  const subscribed = db
+    .prepare(
+      `SELECT 1 FROM webhook_endpoints
+       WHERE enabled AND instr(' ' || events || ' ', ' ' || ? || ' ') > 0 LIMIT 1`,
+    )
+    .pluck();
   const insert = db.prepare(
     `INSERT INTO webhook_messages
        (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
@@ -166,7 +175,9 @@ export function sqliteOutbox(db: Database.Database) {
      WHERE enabled AND instr(' ' || events || ' ', ' ' || @event || ' ') > 0`,
   );
   return (event: WebhookEvent, plant: Plant): number =>
-    insert.run({ event, payload: plantPayload(plant), at: Date.now() }).changes;
+    subscribed.get(event) === undefined
+      ? 0
+      : insert.run({ event, payload: plantPayload(plant), at: Date.now() }).changes;
 }
 
 export type Outbox = ReturnType<typeof sqliteOutbox>;
