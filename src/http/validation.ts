@@ -65,6 +65,51 @@ function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce
   };
 }
 
+/** The keywords an id's schema may have for the fast path below to stand in for it. */
+const PLAIN_INT64_KEYS = new Set(['type', 'format', 'description']);
+
+/**
+ * A path whose parameters are all plain int64 ids (the plants' and the webhooks'): when the
+ * int64 parser takes every one, the schema takes them too, so its validator and the copy
+ * before it are skipped (a third of what validation cost a GET one, bench/README.md).
+ * Answers undefined for any other schema, and the function undefined for any value it does
+ * not take, which then goes the whole way, to the same refusal as before.
+ */
+function int64Params(schema: unknown): ((data: unknown) => object | undefined) | undefined {
+  const s = schema as {
+    type?: unknown;
+    properties?: Record<string, object>;
+    required?: unknown;
+    additionalProperties?: unknown;
+  };
+  const keys = Object.keys(s.properties ?? {});
+  const plain = (property: object) =>
+    describesInt64(property) && Object.keys(property).every((key) => PLAIN_INT64_KEYS.has(key));
+  if (
+    s.type !== 'object' ||
+    s.additionalProperties !== false ||
+    keys.length === 0 ||
+    !Object.values(s.properties!).every(plain) ||
+    !Array.isArray(s.required) ||
+    s.required.length !== keys.length ||
+    !keys.every((key) => (s.required as unknown[]).includes(key))
+  ) {
+    return undefined;
+  }
+  return (data) => {
+    const given = data as Record<string, unknown>;
+    if (Object.keys(given).length !== keys.length) return undefined;
+    const out: Record<string, bigint> = Object.create(null);
+    for (const key of keys) {
+      const raw = given[key];
+      const id = typeof raw === 'string' ? parseInt64(raw) : undefined;
+      if (id === undefined) return undefined;
+      out[key] = id;
+    }
+    return out;
+  };
+}
+
 /** Path parameters are ids; which error a malformed one is depends on whose id it is. */
 const webhookPath = (url: string | undefined) => url?.startsWith('/webhooks') === true;
 
@@ -89,7 +134,10 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({
       ? 'malformedWebhookId'
       : (errorForPart[part] ?? 'invalidBody');
   const properties = (schema as { properties?: Refusal['properties'] }).properties ?? {};
+  const ids = part === 'params' ? int64Params(schema) : undefined;
   return (data: unknown) => {
+    const fast = ids?.(data);
+    if (fast !== undefined) return { value: fast };
     const value = coerce(data);
     if (validate(value)) return { value };
     const error = validate.errors?.[0];
