@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
 import type { Metrics } from '../core/metrics.js';
 import type { PoolState } from '../store/store.js';
+import { RequestTally } from './request-tally.js';
 
 /** Where `/metrics` is served: a listener of its own, so it is never public by accident. */
 export interface MetricsListen {
@@ -15,87 +16,6 @@ const LATENCY_BUCKETS = [
   0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 ];
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000];
-
-interface RouteSeries {
-  route: string;
-  method: string;
-  statuses: Map<number, number>;
-  /** Answers per latency bucket (not cumulative), then sum and count. */
-  buckets: number[];
-  sum: number;
-  count: number;
-}
-
-/**
- * Requests by route template, method and status, and their latencies, counted in plain
- * objects on the request path and handed to prom-client only when scraped: its own `inc`
- * and `observe` check and hash their labels on every call, about 2 µs a request, 3% of a
- * GET one (bench/README.md). prom-client still writes the text and sums the workers.
- */
-class RequestTally {
-  readonly series = new Map<string, RouteSeries>();
-
-  constructor(private readonly bounds: readonly number[]) {}
-
-  add(route: string, method: string, status: number, seconds: number): void {
-    const key = `${method} ${route}`;
-    let series = this.series.get(key);
-    if (series === undefined) {
-      series = { route, method, statuses: new Map(), buckets: [], sum: 0, count: 0 };
-      series.buckets = this.bounds.map(() => 0);
-      this.series.set(key, series);
-    }
-    series.statuses.set(status, (series.statuses.get(status) ?? 0) + 1);
-    let bucket = 0;
-    while (bucket < this.bounds.length && seconds > this.bounds[bucket]!) bucket += 1;
-    // Above the last bound it is counted in +Inf only, which is the count.
-    if (bucket < this.bounds.length) series.buckets[bucket]! += 1;
-    series.sum += seconds;
-    series.count += 1;
-  }
-
-  /**
-   * The latencies as a prom-client metric: a registry reads any metric through `get`, in
-   * the shape prom-client's own Histogram gives (`_bucket` with `le`, `_sum`, `_count`).
-   */
-  histogram(name: string, help: string): client.Metric {
-    const metric = {
-      name,
-      help,
-      type: 'histogram',
-      aggregator: 'sum',
-      get: async () => ({
-        name,
-        help,
-        type: 'histogram',
-        aggregator: 'sum',
-        values: this.values(name),
-      }),
-      reset: () => this.series.clear(),
-    };
-    return metric as unknown as client.Metric;
-  }
-
-  private values(name: string) {
-    const values: { labels: Record<string, string | number>; value: number; metricName: string }[] =
-      [];
-    for (const { route, method, buckets, sum, count } of this.series.values()) {
-      let below = 0;
-      this.bounds.forEach((le, i) => {
-        below += buckets[i]!;
-        values.push({ labels: { le, route, method }, value: below, metricName: `${name}_bucket` });
-      });
-      values.push({
-        labels: { le: '+Inf', route, method },
-        value: count,
-        metricName: `${name}_bucket`,
-      });
-      values.push({ labels: { route, method }, value: sum, metricName: `${name}_sum` });
-      values.push({ labels: { route, method }, value: count, metricName: `${name}_count` });
-    }
-    return values;
-  }
-}
 
 /**
  * prom-client instruments behind the Metrics interface, in `registry`, with Node's own

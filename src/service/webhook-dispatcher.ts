@@ -1,48 +1,15 @@
 import { setMaxListeners } from 'node:events';
-import type { Log } from '../core/log.js';
-import { type Metrics, noMetrics } from '../core/metrics.js';
-import type { WebhookSender } from '../core/webhooks/delivery.js';
+import { noMetrics } from '../core/metrics.js';
 import { DEFAULT_RETRY_SCHEDULE_MS } from '../core/webhooks/retry-schedule.js';
-import type { ClaimedMessage, WebhookQueue } from '../store/store.js';
+import type { ClaimedMessage } from '../store/store.js';
 import { attempt, type AttemptContext } from './webhook-attempt.js';
+import {
+  DISPATCH_DEFAULTS,
+  type DispatcherOptions,
+  type WakeSource,
+} from './webhook-dispatch-options.js';
 
-/** Subscribes a wake-up listener; answers the function that unsubscribes it. */
-export type WakeSource = (listener: () => void) => () => void;
-
-export interface DispatcherOptions {
-  queue: WebhookQueue;
-  sender: WebhookSender;
-  log: Log;
-  /** The sender's timeout: a lease must outlast an attempt. */
-  timeoutMs: number;
-  schedule?: readonly number[];
-  /** Delivered and failed messages are deleted this long after they ended. */
-  retentionMs?: number;
-  /** Endpoints with nothing but failures for this long are disabled. */
-  disableAfterMs?: number;
-  /** Attempts in flight in this process, and per endpoint. */
-  maxInFlight?: number;
-  perEndpoint?: number;
-  /** With no wake-up, the queue is looked at this often anyway. */
-  pollMs?: number;
-  housekeepingMs?: number;
-  /** Other processes' writes (PostgreSQL LISTEN); the queue's own is always listened to. */
-  wakeSources?: WakeSource[];
-  now?: () => Date;
-  random?: () => number;
-  /** Where attempts are counted; nothing is measured by default. */
-  metrics?: Metrics;
-}
-
-const DAY_MS = 86_400_000;
-export const DISPATCH_DEFAULTS = {
-  retentionMs: 30 * DAY_MS,
-  disableAfterMs: 5 * DAY_MS,
-  maxInFlight: 64,
-  perEndpoint: 16,
-  pollMs: 1000,
-  housekeepingMs: 60_000,
-} as const;
+export { DISPATCH_DEFAULTS, type DispatcherOptions, type WakeSource };
 
 /** What a lease holds beyond the attempt itself: recording it, and waiting for a slot. */
 const LEASE_MARGIN_MS = 5000;

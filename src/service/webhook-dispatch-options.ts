@@ -1,0 +1,45 @@
+import type { Log } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import type { WebhookSender } from '../core/webhooks/delivery.js';
+import type { WebhookQueue } from '../store/store.js';
+
+// How a WebhookDispatcher is set up: what it works with, and the bounds and periods the
+// command line can change (src/cli/webhook-options.ts shows the defaults).
+
+/** Subscribes a wake-up listener; answers the function that unsubscribes it. */
+export type WakeSource = (listener: () => void) => () => void;
+
+export interface DispatcherOptions {
+  queue: WebhookQueue;
+  sender: WebhookSender;
+  log: Log;
+  /** The sender's timeout: a lease must outlast an attempt. */
+  timeoutMs: number;
+  schedule?: readonly number[];
+  /** Delivered and failed messages are deleted this long after they ended. */
+  retentionMs?: number;
+  /** Endpoints with nothing but failures for this long are disabled. */
+  disableAfterMs?: number;
+  /** Attempts in flight in this process, and per endpoint. */
+  maxInFlight?: number;
+  perEndpoint?: number;
+  /** With no wake-up, the queue is looked at this often anyway. */
+  pollMs?: number;
+  housekeepingMs?: number;
+  /** Other processes' writes (PostgreSQL LISTEN); the queue's own is always listened to. */
+  wakeSources?: WakeSource[];
+  now?: () => Date;
+  random?: () => number;
+  /** Where attempts are counted; nothing is measured by default. */
+  metrics?: Metrics;
+}
+
+const DAY_MS = 86_400_000;
+export const DISPATCH_DEFAULTS = {
+  retentionMs: 30 * DAY_MS,
+  disableAfterMs: 5 * DAY_MS,
+  maxInFlight: 64,
+  perEndpoint: 16,
+  pollMs: 1000,
+  housekeepingMs: 60_000,
+} as const;
