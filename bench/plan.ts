@@ -100,9 +100,9 @@ export function fullPlan(connections: number): GroupPlan[] {
       { subject: 'plantstore power', yardstick: 'fastify', beside: 'bare' },
       { subject: 'plantstore process', yardstick: 'fastify', beside: 'bare' },
     ];
-    // The self-check in every group, so that both copies have served the same load before:
-    // a copy fresh to the run served GET one 0.72× as fast as one that had served the
-    // writes before it (two runs, 2026-11-23), which judged the run, not the harness.
+    // The self-check in every group, so that both copies have served the same load before
+    // (a copy that joined for GET one alone read 0.72× in two runs). Copies with the same
+    // history still differ, by process (bench/README.md, "Two copies of one server").
     rows.push({ subject: 'bare', yardstick: 'bare 2', selfCheck: true });
     // What --metrics-port costs, against the same server without it, on a read and a write.
     if (scenario === 'getOne' || scenario === 'post') {
