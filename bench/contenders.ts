@@ -4,7 +4,7 @@
  */
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
-import { machineCpu, peakRssMb, treeCpuSeconds } from './cpu.js';
+import { machineCpu, treeCpuSeconds } from './cpu.js';
 import { CONTENDERS, type ContenderName } from './plan.js';
 import { loopbackPort, type SeededSchema } from './postgres.js';
 import { SqliteKeeper } from './seed.js';
@@ -63,14 +63,6 @@ async function timedStart(name: string, spec: ServerSpec, cores: string) {
 
 const cpuSeconds = (usage: NodeJS.CpuUsage): number => (usage.user + usage.system) / 1e6;
 
-/** A new process for `c` on the same data, its peak RSS so far kept first. */
-async function restart(c: Contender, spec: ServerSpec, cores: string): Promise<void> {
-  const mb = peakRssMb(c.server.pid);
-  if (mb !== undefined) c.peakRssMb = Math.max(mb, c.peakRssMb ?? 0);
-  await stop(c.server);
-  c.server = await startServer(c.name, spec, cores);
-}
-
 /**
  * Starts `name` on `file` (a copy of its data set). With `starts` above 1 the server is
  * started that many times and stopped between, and every start is returned; the last one
@@ -99,7 +91,6 @@ export async function startSqliteContender(
     tokensFile: data.tokensFile,
     plants: data.plants,
     cursor: 0,
-    restart: () => restart(contender, spec, at.serverCores),
   };
   return { contender, starts: done };
 }
@@ -125,9 +116,8 @@ export async function startPostgresContender(
     tokensFile: data.tokensFile,
     plants: data.plants,
     cursor: 0,
-    restart: () => restart(contender, spec, at.serverCores),
   };
   if (pgPort !== undefined)
-    contender.backends = () => schema.keeper.backendPids(contender.server.pid, pgPort);
+    contender.backends = () => schema.keeper.backendPids(server.pid, pgPort);
   return contender;
 }

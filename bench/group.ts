@@ -1,10 +1,6 @@
 /**
- * One group: its contenders probed once (same answers?), then rounds in alternating order
- * (A B C, C B A, A B C, ...). Before each round every contender is restarted and given one
- * warm-up turn (not counted): what a process keeps for its life (how the JIT compiled it,
- * where its memory landed) moved two copies of one server apart by up to 46%, in the same
- * direction for a whole run (bench/README.md); with a new process each round it is one
- * round's luck, which the median over rounds takes out.
+ * One group: its contenders probed once (same answers?), then loaded in turns, one warm-up
+ * turn each (not counted), then rounds in alternating order: A B C, C B A, A B C, ...
  */
 import { readFileSync } from 'node:fs';
 import type { GroupPlan } from './plan.js';
@@ -68,9 +64,6 @@ async function probe(plan: GroupPlan, contenders: Contender[]): Promise<string[]
   return problems;
 }
 
-/** Turns of load a new process gets before it is measured: one left plantstore cold. */
-const WARM_UP_TURNS = 3;
-
 export interface GroupOptions extends Omit<TurnOptions, 'connections' | 'seed'> {
   rounds: number;
   log: (line: string) => void;
@@ -89,11 +82,10 @@ export async function runGroup(
   // The contenders of a round read the same random ids.
   const turn = (c: Contender, seed: number) =>
     measureTurn(c, scenario, { ...o, connections: plan.connections, seed });
+  for (const c of contenders) await turn(c, 0);
   const turns = new Map<string, TurnMeasure[]>(contenders.map((c) => [c.name, []]));
   for (let round = 1; round <= o.rounds; round++) {
     const order = round % 2 === 1 ? contenders : [...contenders].reverse();
-    for (const c of order) await c.restart();
-    for (let i = 0; i < WARM_UP_TURNS; i++) for (const c of order) await turn(c, 0);
     for (const c of order) turns.get(c.name)!.push(await turn(c, round));
   }
   return { plan, turns, problems };

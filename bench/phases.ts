@@ -58,7 +58,7 @@ async function runGroups(
       rounds: ctx.rounds,
       seconds: ctx.turnSeconds,
       ...(ctx.wrkCore !== undefined && { wrkCore: ctx.wrkCore }),
-      serverPids: () => [...live.values()].map((c) => c.server.pid),
+      serverPids: [...live.values()].map((c) => c.server.pid),
       log: ctx.log,
     });
     for (const row of rowsOf(result, plants)) {
@@ -78,13 +78,11 @@ function progressLine(r: Row): string {
   return `${r.group} ${r.subject.name} ÷ ${r.yardstick.name}: ${figures} — ${verdict}`;
 }
 
-/** Peak RSS of the plantstore servers among `live` (of every process each ran), into the facts. */
+/** Peak RSS of the plantstore servers among `live`, into the facts. */
 function recordRss(live: Map<string, Contender>, facts: Facts): void {
   for (const c of live.values()) {
-    if (c.role.kind !== 'plantstore') continue;
-    const now = peakRssMb(c.server.pid);
-    const peaks = [now, c.peakRssMb].filter((mb): mb is number => mb !== undefined);
-    if (peaks.length > 0) facts.rssMb[c.name] = Math.max(...peaks);
+    const mb = c.role.kind === 'plantstore' ? peakRssMb(c.server.pid) : undefined;
+    if (mb !== undefined) facts.rssMb[c.name] = mb;
   }
 }
 

@@ -36,10 +36,6 @@ export interface Contender {
   redo?: () => Promise<void>;
   /** The PostgreSQL backends serving this server, whose CPU counts as the database's. */
   backends?: () => Promise<number[] | undefined>;
-  /** Stops the server and starts a new process on the same data (`server` is then the new one). */
-  restart: () => Promise<void>;
-  /** The highest peak RSS (VmHWM) of the processes stopped so far, in MB. */
-  peakRssMb?: number;
 }
 
 /** One turn's readings; CPU in seconds (core-seconds for the machine). */
@@ -93,8 +89,8 @@ export interface TurnOptions {
   seed: number;
   /** Cores for wrk (taskset), when pinned. */
   wrkCore?: number;
-  /** The pids of every server of the run, the loaded one included (they change on restarts). */
-  serverPids: () => number[];
+  /** The pids of every server of the run, the loaded one included. */
+  serverPids: number[];
 }
 
 export async function measureTurn(
@@ -105,7 +101,7 @@ export async function measureTurn(
   await c.redo?.();
   c.redo = undefined;
   const backends = await c.backends?.();
-  const idle = o.serverPids().filter((p) => p !== c.server.pid);
+  const idle = o.serverPids.filter((p) => p !== c.server.pid);
   const before = read(c.server.pid, idle, backends);
   const wrk = await runWrk({
     url: c.server.url,
