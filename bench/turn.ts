@@ -3,6 +3,7 @@
  * of this harness, of the server's PostgreSQL backends and of the whole machine is read
  * before and after.
  */
+import { spawnSync } from 'node:child_process';
 import { machineCpu, treeCpuSeconds, processCpuSeconds } from './cpu.js';
 import type { Scenario } from './scenarios.js';
 import type { Keeper } from './seed.js';
@@ -100,6 +101,10 @@ export async function measureTurn(
 ): Promise<TurnMeasure> {
   await c.redo?.();
   c.redo = undefined;
+  // Every turn starts with nothing of earlier turns left for the kernel to write back:
+  // otherwise a write turn's checkpoints fsync what the turns before it dirtied, and two
+  // copies of one server read 0.94 and 1.06 of each other on DELETE (bench/README.md).
+  spawnSync('sync');
   const backends = await c.backends?.();
   const idle = o.serverPids.filter((p) => p !== c.server.pid);
   const before = read(c.server.pid, idle, backends);
