@@ -101,11 +101,17 @@ export function reasonsList(rows: Row[], runReasons: string[]): string {
   return [...run, ...lines].join('\n') || 'Every row is valid.';
 }
 
+/** Where a missed target's profile and what would close it are kept (bench/README.md). */
+export const MISSED_EXPLAINED =
+  'Why each missed target misses, with the profiles, and what would close it: `bench/README.md`, "Missed targets, explained".';
+
 export function targetsTable(rows: Row[], facts: Facts): string {
   const verdict = (met: boolean | undefined) =>
     met === undefined ? 'not measured' : met ? 'met' : '**missed**';
-  return tableOf(
+  const all = checks(rows, facts);
+  const table = tableOf(
     ['target', 'measured', ''],
-    checks(rows, facts).map((c) => [c.target, c.measured, verdict(c.met)]),
+    all.map((c) => [c.target, c.measured, verdict(c.met)]),
   );
+  return all.some((c) => c.met === false) ? `${table}\n\n${MISSED_EXPLAINED}` : table;
 }

@@ -3,6 +3,8 @@ import { describe, it } from 'node:test';
 import { CONTENDERS, fullPlan, selectGroups } from '../../bench/plan.js';
 import type { Row } from '../../bench/rows.js';
 import type { Side } from '../../bench/summary.js';
+import { readFileSync } from 'node:fs';
+import { MISSED_EXPLAINED, targetsTable } from '../../bench/report.js';
 import { checks, type Facts } from '../../bench/targets.js';
 import { expectations, selfCheckReasons, sideReasons, startReasons } from '../../bench/validity.js';
 
@@ -139,6 +141,20 @@ describe('checks', () => {
       checks([one(p50ms)], facts).find((c) => c.target.includes('at 1 connection'))?.met;
     assert.equal(verdict(1.09), true);
     assert.equal(verdict(1.2), false);
+  });
+});
+
+describe('the targets table', () => {
+  it('points a missed target to its explanation, and that section exists', () => {
+    assert.ok(targetsTable([row({})], facts).endsWith(MISSED_EXPLAINED));
+    const section = /"([^"]+)"\.$/.exec(MISSED_EXPLAINED)?.[1];
+    const readme = readFileSync(new URL('../../bench/README.md', import.meta.url), 'utf8');
+    assert.ok(section !== undefined && readme.includes(`\n## ${section}\n`), section);
+  });
+
+  it('has no pointer when nothing missed', () => {
+    const met = row({ ratios: { rps: 1.2, cpu: 1.2, p99: 1 } });
+    assert.ok(!targetsTable([met], facts).includes(MISSED_EXPLAINED));
   });
 });
 
