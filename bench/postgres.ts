@@ -51,6 +51,7 @@ export async function seedSchema(
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   await admin.query(`CREATE SCHEMA ${schema}`);
+  undropped.set(schema, adminUrl);
   const url = withSchema(adminUrl, schema);
   await createTokens({ db: '', databaseUrl: url }, tokensFile);
   await admin.query(`SET search_path = ${schema}`);
@@ -67,9 +68,34 @@ export async function seedSchema(
     keeper: new PostgresKeeper(admin),
     async drop() {
       await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+      undropped.delete(schema);
       await admin.end();
     },
   };
+}
+
+/** Schemas made by seedSchema and not dropped yet, with the URL they were made on. */
+const undropped = new Map<string, string>();
+
+/**
+ * Drops what seedSchema made and nothing dropped since: for a run that ends on a signal,
+ * before its phases' own cleanup could run. Each on a connection of its own, since the
+ * schema's own client may be in the middle of a statement; a failure is reported, not thrown.
+ */
+export async function dropUndroppedSchemas(report: (line: string) => void): Promise<void> {
+  for (const [schema, url] of undropped) {
+    const client = new pg.Client({ connectionString: url });
+    try {
+      await client.connect();
+      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      undropped.delete(schema);
+      report(`dropped the PostgreSQL schema ${schema}`);
+    } catch (error) {
+      report(`could not drop the PostgreSQL schema ${schema}: ${String(error)}`);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
 }
 
 export class PostgresKeeper implements Keeper {

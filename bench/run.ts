@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import * as prettier from 'prettier';
 import { type BenchOptions, parseOptions, USAGE } from './options.js';
 import { postgresPhase, sqlitePhase, type PhaseContext } from './phases.js';
+import { dropUndroppedSchemas } from './postgres.js';
 import { fullPlan, selectGroups } from './plan.js';
 import { resultsMarkdown, type RunMeta } from './results.js';
 import type { Row } from './rows.js';
@@ -57,7 +58,18 @@ function workspace(): string {
     killAll();
     rmSync(dir, { recursive: true, force: true });
   });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
+  // Interrupted, the phases' own cleanup never runs: the servers are killed (on exit) and
+  // the PostgreSQL schemas dropped here, within a few seconds; a second signal ends at once.
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) process.exit(130);
+      stopping = true;
+      killAll();
+      setTimeout(() => process.exit(130), 10_000);
+      void dropUndroppedSchemas(log).finally(() => process.exit(130));
+    });
+  }
   return dir;
 }
 
