@@ -35,7 +35,7 @@ import { hasBody, listen, readJson, write, yardstickArgs } from './node-http.js'
 
 const args = yardstickArgs();
 if (args.db === undefined) throw new Error('bare-sqlite: --db FILE is required');
-const { db, statements: sql, grants } = openSqlite(args.db);
+const { db, statements: sql, create: createPlant, grants } = openSqlite(args.db);
 const tokens = new TokenCheck(grants, (t) => createHash('sha256').update(t).digest('hex'));
 
 /** Runs a statement, answering 503 when the database cannot be used and 500 otherwise. */
@@ -102,7 +102,7 @@ function create(req: IncomingMessage, res: ServerResponse): void {
     if (!validPlant(body)) return write(res, BAD_PLANT);
     write(
       res,
-      guarded(() => createdAnswer(sql.insert.get(body.name, body.tag ?? null)!)),
+      guarded(() => createdAnswer(createPlant(body.name, body.tag ?? null))),
     );
   });
 }

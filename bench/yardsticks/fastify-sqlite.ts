@@ -38,7 +38,7 @@ import { openSqlite } from './sqlite.js';
 
 const args = yardstickArgs();
 if (args.db === undefined) throw new Error('fastify-sqlite: --db FILE is required');
-const { db, statements: sql, grants } = openSqlite(args.db);
+const { db, statements: sql, create: createPlant, grants } = openSqlite(args.db);
 const tokens = new TokenCheck(grants, (t) => createHash('sha256').update(t).digest('hex'));
 
 const app = Fastify({ logger: false, bodyLimit: MAX_BODY });
@@ -105,7 +105,7 @@ app.post('/plants', (req, reply) => {
   if (!validPlant(body)) return send(reply, BAD_PLANT);
   return send(
     reply,
-    guarded(() => createdAnswer(sql.insert.get(body.name, body.tag ?? null)!)),
+    guarded(() => createdAnswer(createPlant(body.name, body.tag ?? null))),
   );
 });
 
