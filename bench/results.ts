@@ -66,7 +66,7 @@ function methodText(meta: RunMeta, facts: Facts): string {
   ids; after each turn the deleted plants are put back and created ones removed, outside the
   measured time. ${plantsText(facts.smallPlants)} rows have no DELETE: a turn would walk the whole table.
 - A row is **invalid** when, in the median of its turns, wrk used more than ${LIMITS.wrkMax * 100}% of its core,
-  a server that should be CPU-bound (at 64 connections; not a power-durable write, not PostgreSQL)
+  a server that should be CPU-bound (at 64 connections; not a power-durable write, not a SQLite yardstick's write, not PostgreSQL)
   used less than ${LIMITS.serverMin * 100}% of its own, other processes used more than ${LIMITS.otherMax} cores or the
   hypervisor took more than ${LIMITS.stealMax}, when any request failed or got another status, or when the
   servers answered the probe differently. The run is invalid when a row is, or when the self-check

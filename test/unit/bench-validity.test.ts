@@ -64,7 +64,9 @@ describe('expectations', () => {
     assert.equal(expectations(power, false, 64).cpuBound, true);
     assert.equal(expectations(power, true, 64).cpuBound, false);
     assert.equal(expectations(process, true, 64).cpuBound, true);
-    assert.equal(expectations(CONTENDERS.fastify.role, true, 64).cpuBound, true);
+    assert.equal(expectations(CONTENDERS.fastify.role, true, 64).cpuBound, false);
+    assert.equal(expectations(CONTENDERS.bare.role, true, 64).cpuBound, false);
+    assert.equal(expectations(CONTENDERS.fastify.role, false, 64).cpuBound, true);
     assert.equal(expectations(power, false, 1).cpuBound, false);
     assert.equal(expectations(CONTENDERS['plantstore postgres'].role, false, 64).cpuBound, false);
   });
