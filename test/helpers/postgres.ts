@@ -49,6 +49,35 @@ export async function freshDatabase(t: TestContext, url = POSTGRES_URL!): Promis
 }
 
 /**
+ * A new, empty database of its own for one test (dropped after it), for what a schema does
+ * not separate: NOTIFY channels belong to a database, so a test that counts notifications
+ * would also hear other tests' writes in other schemas of the same database.
+ */
+export async function freshOwnDatabase(t: TestContext, url = POSTGRES_URL!): Promise<string> {
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  t.after(async () => {
+    const cleanup = new pg.Client({ connectionString: url });
+    await cleanup.connect();
+    try {
+      await cleanup.query(`DROP DATABASE ${name} WITH (FORCE)`);
+    } finally {
+      await cleanup.end();
+    }
+  });
+  const own = new URL(url);
+  own.pathname = `/${name}`;
+  own.searchParams.delete('options');
+  return own.toString();
+}
+
+/**
  * Collects what would crash the process (uncaught exceptions, unhandled rejections) while
  * the test runs, so the test can assert there were none.
  */

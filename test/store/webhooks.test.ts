@@ -9,7 +9,7 @@ import { plantPayload } from '../../src/core/webhooks/events.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { PlantExistsError, type Store } from '../../src/store/store.js';
-import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { freshDatabase, freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
 
 /** Opens a second store on the same database as the first, or the first one. */
 type Open = (t: TestContext) => Promise<{ store: Store; another: () => Promise<Store> }>;
@@ -385,27 +385,39 @@ if (POSTGRES_SKIP) {
 
 if (!POSTGRES_SKIP) {
   it('postgres: a write that adds messages NOTIFYs plantstore_webhooks in its commit', async (t) => {
-    const url = await freshDatabase(t);
+    // Its own database: the other tests' writes, in their schemas of the shared one, notify
+    // the same channel.
+    const url = await freshOwnDatabase(t);
     const store = await openPostgresStore({ url, poolSize: 2 });
-    t.after(() => store.close());
     const listener = new pg.Client({ connectionString: url });
-    await listener.connect();
-    t.after(() => listener.end());
-    await listener.query('LISTEN plantstore_webhooks');
-    const heard: string[] = [];
-    listener.on('notification', (n) => heard.push(n.channel));
-    const endpoint = await subscribe(store);
-    // A write with no message for anyone comes first: were it to notify, the retry's
-    // notification below would find two.
-    await store.plants.update(1n, { name: 'nobody' });
-    await store.plants.insert({ name: 'a' });
-    // The notification arrives after the commit; a round trip on the listener's own
-    // connection is answered after the notifications queued before it.
-    await listener.query('SELECT 1');
-    assert.deepEqual(heard, ['plantstore_webhooks']);
-    const [message] = await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 1 });
-    await store.webhooks.retry(endpoint.id, message!.id, new Date());
-    await listener.query('SELECT 1');
-    assert.deepEqual(heard, ['plantstore_webhooks', 'plantstore_webhooks']);
+    // Closed here, not in t.after: the database's own after hook, registered first, runs
+    // first, and would cut these connections off.
+    try {
+      await listener.connect();
+      await notifies(store, listener);
+    } finally {
+      await listener.end();
+      await store.close();
+    }
   });
+}
+
+/** One NOTIFY for a write that adds messages and for a retry; none for a write that adds none. */
+async function notifies(store: Store, listener: pg.Client): Promise<void> {
+  await listener.query('LISTEN plantstore_webhooks');
+  const heard: string[] = [];
+  listener.on('notification', (n) => heard.push(n.channel));
+  const endpoint = await subscribe(store);
+  // A write with no message for anyone comes first: were it to notify, the retry's
+  // notification below would find two.
+  await store.plants.update(1n, { name: 'nobody' });
+  await store.plants.insert({ name: 'a' });
+  // The notification arrives after the commit; a round trip on the listener's own
+  // connection is answered after the notifications queued before it.
+  await listener.query('SELECT 1');
+  assert.deepEqual(heard, ['plantstore_webhooks']);
+  const [message] = await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 1 });
+  await store.webhooks.retry(endpoint.id, message!.id, new Date());
+  await listener.query('SELECT 1');
+  assert.deepEqual(heard, ['plantstore_webhooks', 'plantstore_webhooks']);
 }
