@@ -23,29 +23,36 @@ export function withSchema(url: string, schema: string): string {
   return parsed.toString();
 }
 
+/** Runs one statement on a connection of its own. */
+async function adminRun(url: string, sql: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(sql);
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
+ * Creates `kind` (a schema or a database) for one test with a fresh name, and drops it after
+ * the test; returns the name.
+ */
+async function forOneTest(t: TestContext, url: string, kind: 'SCHEMA' | 'DATABASE') {
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  await adminRun(url, `CREATE ${kind} ${name}`);
+  const drop =
+    kind === 'SCHEMA' ? `DROP SCHEMA ${name} CASCADE` : `DROP DATABASE ${name} WITH (FORCE)`;
+  t.after(() => adminRun(url, drop));
+  return name;
+}
+
 /**
  * A new, empty schema for one test (dropped after it), so tests running side by side
  * each see an empty database. Returns a URL whose connections use it.
  */
 export async function freshDatabase(t: TestContext, url = POSTGRES_URL!): Promise<string> {
-  const schema = `t_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE SCHEMA ${schema}`);
-  } finally {
-    await admin.end();
-  }
-  t.after(async () => {
-    const cleanup = new pg.Client({ connectionString: url });
-    await cleanup.connect();
-    try {
-      await cleanup.query(`DROP SCHEMA ${schema} CASCADE`);
-    } finally {
-      await cleanup.end();
-    }
-  });
-  return withSchema(url, schema);
+  return withSchema(url, await forOneTest(t, url, 'SCHEMA'));
 }
 
 /**
@@ -54,25 +61,8 @@ export async function freshDatabase(t: TestContext, url = POSTGRES_URL!): Promis
  * would also hear other tests' writes in other schemas of the same database.
  */
 export async function freshOwnDatabase(t: TestContext, url = POSTGRES_URL!): Promise<string> {
-  const name = `t_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  t.after(async () => {
-    const cleanup = new pg.Client({ connectionString: url });
-    await cleanup.connect();
-    try {
-      await cleanup.query(`DROP DATABASE ${name} WITH (FORCE)`);
-    } finally {
-      await cleanup.end();
-    }
-  });
   const own = new URL(url);
-  own.pathname = `/${name}`;
+  own.pathname = `/${await forOneTest(t, url, 'DATABASE')}`;
   own.searchParams.delete('options');
   return own.toString();
 }
