@@ -27,8 +27,9 @@ export function openSqlite(file: string) {
   /**
    * Creates a plant and returns it. `.all()`, not `.get()`: `.get()` resets the statement after
    * its first row, before SQLite reports it done, and a commit finished by a reset runs no WAL
-   * hook, so the automatic checkpoint never ran and the WAL grew by about 200 MB a second
-   * under load, slowing every yardstick's POST (bench/README.md, "The instrument").
+   * hook: the automatic checkpoint never ran, the WAL grew by about 200 MB a second under
+   * load, and the yardstick was spared the checkpoints' copying and syncing that any SQLite
+   * application pays (bench/README.md, "The instrument").
    */
   const create = (name: string, tag: string | null): PlantRow =>
     statements.insert.all(name, tag)[0]!;
