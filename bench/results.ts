@@ -53,7 +53,8 @@ function methodText(meta: RunMeta, facts: Facts): string {
   token reaches plantstore's default rate limit), bench/wrk/load.lua.
 - Turns of ${meta.turnSeconds} s; per group one warm-up turn per server (not counted), then ${meta.rounds}
   rounds, each loading every server of the group once, in alternating order (A B C, C B A, ...).
-  Ratios are the median over rounds of the ratio within a round; other figures are medians over turns.
+  Ratios are the median over rounds of the ratio within a round (the targets also give the lowest
+  and highest round); other figures are medians over turns.
 - plantstore runs with every feature on and its default settings (log level \`${meta.logLevel}\`,
   the request log to /dev/null); "power" is its default durability, "process" is \`--durability process\`.
 - Yardsticks (bench/yardsticks/): \`fastify\` a minimal Fastify 5 app, \`bare\` node:http, both on

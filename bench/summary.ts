@@ -98,6 +98,11 @@ export interface Ratios {
   cpu: number;
   /** p99 latency, subject ÷ yardstick: lower is better. */
   p99: number;
+  /**
+   * The lowest and highest round's rps and cpu ratios: how far one round strays from the
+   * median, so that a target met by less than that reads as what it is.
+   */
+  spread: { rps: [number, number]; cpu: [number, number] };
 }
 
 export function pairedRatios(subject: TurnMeasure[], yardstick: TurnMeasure[]): Ratios {
@@ -112,5 +117,12 @@ export function pairedRatios(subject: TurnMeasure[], yardstick: TurnMeasure[]): 
     cpu.push(y.cpuUs / s.cpuUs);
     p99.push(s.p99ms / y.p99ms);
   }
-  return { rps: median(rps), cpu: median(cpu), p99: median(p99) };
+  const range = (values: number[]): [number, number] =>
+    values.length === 0 ? [NaN, NaN] : [Math.min(...values), Math.max(...values)];
+  return {
+    rps: median(rps),
+    cpu: median(cpu),
+    p99: median(p99),
+    spread: { rps: range(rps), cpu: range(cpu) },
+  };
 }

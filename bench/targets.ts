@@ -56,8 +56,14 @@ function ratioChecks(
     const row = find(rows, scenario, subject, 64, yardstick);
     const target = `${SCENARIOS[scenario].label} ${what} ≥ ${goal}× in req/s and in CPU per request`;
     if (row === undefined) return { target, measured: 'not measured', met: undefined };
-    const { rps, cpu } = row.ratios;
-    return { target, measured: `req/s ${x(rps)}, CPU ${x(cpu)}`, met: rps >= goal && cpu >= goal };
+    const { rps, cpu, spread } = row.ratios;
+    const rounds = ([low, high]: [number, number]) =>
+      ` (rounds ${low.toFixed(2)} to ${high.toFixed(2)})`;
+    return {
+      target,
+      measured: `req/s ${x(rps)}${rounds(spread.rps)}, CPU ${x(cpu)}${rounds(spread.cpu)}`,
+      met: rps >= goal && cpu >= goal,
+    };
   });
 }
 

@@ -111,6 +111,13 @@ describe('pairedRatios', () => {
     assert.ok(Math.abs(pairedRatios(subject, yardstick).rps - 0.9) < 1e-9);
   });
 
+  it('keeps the lowest and highest round beside the median', () => {
+    const subject = [9000, 18000, 30000].map((requests) => turn(1, { requests }));
+    const yardstick = [10000, 20000, 2000].map((requests) => turn(1, { requests }));
+    const [low, high] = pairedRatios(subject, yardstick).spread.rps;
+    assert.ok(Math.abs(low - 0.9) < 1e-9 && high === 15, `${low} to ${high}`);
+  });
+
   it('puts CPU per request the way up req/s are: yardstick ÷ subject', () => {
     // The subject spends twice the CPU per request: 0.5.
     const r = pairedRatios([turn(2), turn(2)], [turn(1), turn(1)]);

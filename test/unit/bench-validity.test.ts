@@ -110,7 +110,7 @@ function row(over: Partial<Row>): Row {
     rounds: 8,
     subject: busy,
     yardstick: { ...busy, name: 'fastify' },
-    ratios: { rps: 0.96, cpu: 0.94, p99: 1.2 },
+    ratios: { rps: 0.96, cpu: 0.94, p99: 1.2, spread: { rps: [0.9, 1.01], cpu: [0.88, 0.99] } },
     selfCheck: false,
     reasons: [],
     ...over,
@@ -123,7 +123,10 @@ describe('checks', () => {
       c.target.startsWith('GET /plants/{id} SQLite power'),
     );
     assert.equal(get?.met, false, 'CPU 0.94 is under 0.95');
-    assert.equal(get?.measured, 'req/s 0.96×, CPU 0.94×');
+    assert.equal(
+      get?.measured,
+      'req/s 0.96× (rounds 0.90 to 1.01), CPU 0.94× (rounds 0.88 to 0.99)',
+    );
   });
 
   it('says "not measured" of a target without its row, and judges the facts', () => {
@@ -155,7 +158,8 @@ describe('the targets table', () => {
   });
 
   it('has no pointer when nothing missed', () => {
-    const met = row({ ratios: { rps: 1.2, cpu: 1.2, p99: 1 } });
+    const spread = { rps: [1.1, 1.3], cpu: [1.1, 1.3] } as Row['ratios']['spread'];
+    const met = row({ ratios: { rps: 1.2, cpu: 1.2, p99: 1, spread } });
     assert.ok(!targetsTable([met], facts).includes(MISSED_EXPLAINED));
   });
 });
