@@ -29,6 +29,10 @@ const ms = (n: number): string => `${n.toFixed(2)} ms`;
 export const plantsText = (n: number): string =>
   n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : String(n);
 
+/** A ratio's lowest and highest round, as the targets table prints it. */
+const rounds = ([low, high]: [number, number]): string =>
+  ` (rounds ${low.toFixed(2)} to ${high.toFixed(2)})`;
+
 /** The row of `subject` in `scenario`, against `yardstick` when one is named. */
 const find = (
   rows: Row[],
@@ -57,8 +61,6 @@ function ratioChecks(
     const target = `${SCENARIOS[scenario].label} ${what} ≥ ${goal}× in req/s and in CPU per request`;
     if (row === undefined) return { target, measured: 'not measured', met: undefined };
     const { rps, cpu, spread } = row.ratios;
-    const rounds = ([low, high]: [number, number]) =>
-      ` (rounds ${low.toFixed(2)} to ${high.toFixed(2)})`;
     return {
       target,
       measured: `req/s ${x(rps)}${rounds(spread.rps)}, CPU ${x(cpu)}${rounds(spread.cpu)}`,
