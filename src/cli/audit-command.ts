@@ -5,6 +5,7 @@ import type { AuditEntry, AuditQuery } from '../core/audit.js';
 import { parseInt64 } from '../core/int64.js';
 import type { Plant } from '../core/plant.js';
 import { parseDuration } from '../core/tokens.js';
+import { PRUNE_BATCH } from '../service/maintenance.js';
 import { openDatabase } from './database.js';
 import { argument, databaseUrlOption, type DatabaseOptions, dbOption } from './options.js';
 import { forTerminal } from './terminal-text.js';
@@ -60,6 +61,41 @@ export function entryJson(entry: AuditEntry): string {
 /** Entries read from the database at a time: the trail may be far larger than memory. */
 const PAGE = 1000;
 
+/** `audit prune --before`: deletes a batch at a time, so the server goes on meanwhile. */
+function pruneCommand(): Command {
+  return new Command('prune')
+    .description(
+      'delete the audit entries written before a time, oldest first, and say how many ' +
+        '(serve --audit-retention does the same once a minute)',
+    )
+    .addOption(dbOption())
+    .addOption(databaseUrlOption())
+    .addOption(
+      new Option(
+        '--before <time>',
+        'delete entries written before this: 2026-01-01, 2026-01-01T00:00:00Z, or a duration ago such as 90d',
+      )
+        .makeOptionMandatory()
+        .argParser(argument((text) => parseSince(text))),
+    )
+    .action(async (options: DatabaseOptions & { before: Date }, command: Command) => {
+      const { store } = await openDatabase(options, command, { create: false });
+      try {
+        let deleted = 0;
+        for (;;) {
+          const batch = await store.audit.prune(options.before, PRUNE_BATCH);
+          deleted += batch;
+          if (batch < PRUNE_BATCH) break;
+        }
+        process.stderr.write(
+          `deleted ${deleted} audit entries written before ${options.before.toISOString()}\n`,
+        );
+      } finally {
+        await store.close();
+      }
+    });
+}
+
 export function auditCommand(): Command {
   return new Command('audit')
     .description(
@@ -84,6 +120,7 @@ export function auditCommand(): Command {
       ),
     )
     .option('--json', 'one JSON object per line instead of text')
+    .addCommand(pruneCommand())
     .action(async (options: AuditOptions, command: Command) => {
       // `plantstore audit | head` closes the pipe early: that is the reader being done.
       process.stdout.on('error', (error: NodeJS.ErrnoException) => {

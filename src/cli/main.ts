@@ -6,6 +6,7 @@ import { DEFAULT_RATE_LIMITS, type RateLimit } from '../core/rate-limit.js';
 import { MAX_CONNECTIONS } from '../api/limits.js';
 import type { Durability } from '../store/store.js';
 import {
+  auditRetentionOption,
   corsOriginsOption,
   databaseUrlOption,
   type DatabaseOptions,
@@ -46,6 +47,7 @@ interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions, WebhookCo
   trustProxy: string | false;
   metricsPort?: number;
   metricsHost: string;
+  auditRetention?: number;
 }
 
 /** The package's version: the one the served OpenAPI document declares too (a test holds them equal). */
@@ -150,6 +152,7 @@ function program(): Command {
         .default('info')
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
+    .addOption(auditRetentionOption())
     .addOption(webhookOptions.timeout())
     .addOption(webhookOptions.retrySchedule())
     .addOption(webhookOptions.allowNetworks())
@@ -205,6 +208,7 @@ function program(): Command {
           authFailures: options.authFailureLimit || null,
         },
         trustProxy: options.trustProxy,
+        ...(options.auditRetention !== undefined && { auditRetentionMs: options.auditRetention }),
         // A --workers worker reports to the primary, which alone listens.
         ...(metricsListen && { metrics: cluster.isWorker ? 'to-primary' : metricsListen }),
         webhooks: {

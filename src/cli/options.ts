@@ -227,3 +227,20 @@ export const parseTrustProxy = argument((text): string | false => {
   }
   return items.join(',');
 });
+
+const DAY_MS = 86_400_000;
+
+/** `--audit-retention`: off unless given; at least a day, so that a typo cannot empty the trail. */
+export const auditRetentionOption = () =>
+  new Option(
+    '--audit-retention <duration>',
+    'delete audit entries older than this, once a minute (such as 90d or 52w; default: keep them all)',
+  )
+    .env('PLANTSTORE_AUDIT_RETENTION')
+    .argParser(
+      argument((text) => {
+        const ms = parseDuration(text);
+        if (ms < DAY_MS) throw new Error(`"${text}" is shorter than the least retention, 1d`);
+        return ms;
+      }),
+    );

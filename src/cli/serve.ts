@@ -2,6 +2,7 @@ import pino from 'pino';
 import { redacted } from '../http/app.js';
 import { openStore, type StoreConfig } from '../store/open.js';
 import type { Store } from '../store/store.js';
+import { Maintenance } from '../service/maintenance.js';
 import { composeApp, type ComposeOptions } from './compose.js';
 import { stdoutLogDestination } from './log-destination.js';
 import { type MetricsOption, startMetrics } from './metrics.js';
@@ -38,6 +39,8 @@ export interface ServeOptions extends EdgeOptions {
   /** Serve Prometheus metrics; nothing is measured when absent. */
   metrics?: MetricsOption;
   webhooks: WebhookDelivery;
+  /** Audit entries older than this are deleted; kept forever when absent. */
+  auditRetentionMs?: number;
 }
 
 /**
@@ -55,6 +58,7 @@ export async function serve({
   shutdownGraceMs,
   metrics: metricsOption,
   webhooks,
+  auditRetentionMs,
   ...edge
 }: ServeOptions): Promise<void> {
   // One logger for the store, the services and the app, so that what the store says while
@@ -86,6 +90,10 @@ export async function serve({
     ...edge,
     ...(measuring && { metrics: measuring.metrics }),
   });
+  const maintenance = new Maintenance(store, {
+    log: app.log,
+    ...(auditRetentionMs !== undefined && { auditRetentionMs }),
+  });
   let delivery: RunningDelivery | undefined;
   let stopping = false;
   // Never rejects: any failure is logged and ends the process with 1.
@@ -96,7 +104,7 @@ export async function serve({
       app.log.info({ signal }, 'shutting down');
       // Requests still running after the grace period are cut off rather than awaited forever.
       setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
-      await Promise.all([app.close(), delivery?.stop(shutdownGraceMs)]);
+      await Promise.all([app.close(), delivery?.stop(shutdownGraceMs), maintenance.stop()]);
       await store.close();
       await measuring?.close();
       app.log.info('stopped');
@@ -117,5 +125,9 @@ export async function serve({
     throw error;
   }
   // Started once the port is ours: a process that fails to start sends nothing.
-  if (!stopping) delivery = startDelivery(store, webhooks, app.log, measuring?.metrics);
+  if (!stopping) {
+    delivery = startDelivery(store, webhooks, app.log, measuring?.metrics);
+    // A first round at once: a store upgraded from an older schema has a backlog to prune.
+    maintenance.start({ now: true });
+  }
 }

@@ -70,6 +70,12 @@ export interface PlantStore {
 /** The trail of plant writes (see core/audit.ts); written by PlantStore, read here. */
 export interface AuditStore {
   list(query: AuditQuery): Promise<AuditEntry[]>;
+  /**
+   * Deletes up to `batch` of the oldest entries written before `before`; answers how many it
+   * deleted (fewer than `batch`: none older is left). A batch at a time, so that a prune of a
+   * large trail never holds the database for long.
+   */
+  prune(before: Date, batch: number): Promise<number>;
 }
 
 /**
@@ -141,6 +147,12 @@ export interface Store {
    * its own (SQLite: see the README).
    */
   readonly rateLimits?: RateLimitStore;
+  /**
+   * Deletes up to `batch` records of ids taken that no create needs any more; answers how
+   * many (fewer than `batch`: none is left). Absent where creates keep that record small
+   * themselves (SQLite); on PostgreSQL, see the migration 0007_plant_id_pruning.
+   */
+  pruneTakenIds?(batch: number): Promise<number>;
   /** What opening the store did to the schema. */
   readonly migration: MigrationReport;
   /** Resolves when the database answers a trivial query. */

@@ -75,11 +75,12 @@ const sqlite: IdBackend = {
       async takeByHand(from, count) {
         direct((db) => {
           const plant = db.prepare("INSERT INTO plants (id, name) VALUES (?, 'by hand')");
-          const taken = db.prepare('INSERT INTO plant_ids_taken (id) VALUES (?)');
-          for (let id = from; id < from + BigInt(count); id++) {
-            plant.run(id);
-            taken.run(id);
-          }
+          for (let id = from; id < from + BigInt(count); id++) plant.run(id);
+          // One run, as client creates of these ids one after another leave it.
+          db.prepare('INSERT INTO plant_id_runs (first, last) VALUES (?, ?)').run(
+            from,
+            from + BigInt(count) - 1n,
+          );
         });
       },
       async fillLegacy({ high, plants, deleted }) {

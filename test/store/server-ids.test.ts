@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { INT64_MAX } from '../../src/core/int64.js';
 import {
   IdsExhaustedError,
@@ -30,6 +31,64 @@ async function clientCreatesAhead(
   }
   taken.add(id);
   if (id % 2n === 0n) assert.equal(await store.plants.delete(id), true);
+}
+
+/** Steps around the last id assigned: client creates and deletes, server creates, prunes. */
+const idOp = fc.oneof(
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('client' as const),
+      offset: fc.integer({ min: -2, max: 5 }),
+    }),
+  },
+  // Deletes a live plant, the n-th from the largest: mostly the ids clients took ahead.
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('delete' as const), nth: fc.nat({ max: 3 }) }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('server' as const) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('prune' as const),
+      batch: fc.constantFrom(1, 2, 1000),
+    }),
+  },
+);
+
+type IdOp = typeof idOp extends fc.Arbitrary<infer T> ? T : never;
+
+/**
+ * Runs the steps, checking that each server create gets exactly the first id above the last
+ * one assigned that no plant ever had.
+ */
+async function followsTheModel(store: Store, ops: IdOp[]): Promise<void> {
+  let last = await assign(store.plants);
+  const had = new Set([last]);
+  const live = new Set([last]);
+  for (const step of ops) {
+    if (step.kind === 'server') {
+      let expected = last + 1n;
+      while (had.has(expected)) expected++;
+      last = await assign(store.plants);
+      assert.equal(last, expected);
+      had.add(last);
+      live.add(last);
+    } else if (step.kind === 'client') {
+      const id = last + BigInt(step.offset);
+      const made = store.plants.insert({ id, name: 'given' });
+      if (live.has(id)) await assert.rejects(made, PlantExistsError);
+      else await made;
+      had.add(id);
+      live.add(id);
+    } else if (step.kind === 'delete') {
+      const id = [...live].sort((a, b) => (a < b ? 1 : -1))[step.nth];
+      if (id !== undefined) assert.equal(await store.plants.delete(id), live.delete(id));
+    } else {
+      await store.pruneTakenIds?.(step.batch);
+    }
+  }
 }
 
 for (const backend of ID_BACKENDS) {
@@ -97,14 +156,54 @@ for (const backend of ID_BACKENDS) {
           await clientCreatesAhead(store, ahead, taken);
         }
       };
+      // Pruning as the instances do once a minute, here all the time (PostgreSQL).
+      let creating = true;
+      const prune = async (store: Store) => {
+        while (creating) await store.pruneTakenIds?.(3);
+      };
       // 8 lanes per instance: 2 x 200 server-assigned creates.
-      await Promise.all(stores.flatMap((store) => Array.from({ length: 8 }, () => lane(store))));
+      const lanes = Promise.all(
+        stores.flatMap((store) => Array.from({ length: 8 }, () => lane(store))),
+      ).finally(() => (creating = false));
+      await Promise.all([lanes, ...(stores[1]!.pruneTakenIds ? [prune(stores[1]!)] : [])]);
       assert.equal(assigned.length, 400);
       assert.equal(new Set(assigned).size, 400, 'no id assigned twice');
       const reused = assigned.filter((id) => taken.has(id));
       assert.deepEqual(reused, [], 'no assigned id is one a client took');
       assert.ok(taken.size > 0, 'some client creates got their id');
       for (const id of assigned) assert.equal((await stores[0]!.plants.get(id))?.id, id);
+    });
+
+    it('are pruned only at or below the last one drawn: ids taken ahead are kept', async (t) => {
+      const store = await (await backend.fresh(t)).open();
+      const first = await assign(store.plants);
+      await store.plants.insert({ id: first + 2n, name: 'ahead' });
+      await store.plants.delete(first + 2n);
+      await store.plants.insert({ id: first - 5n, name: 'behind' });
+      if (store.pruneTakenIds !== undefined) {
+        // The first id claimed, and the one a client took below it.
+        assert.equal(await store.pruneTakenIds(1000), 2);
+        assert.equal(await store.pruneTakenIds(1000), 0);
+      }
+      assert.equal(await assign(store.plants), first + 1n);
+      assert.equal(await assign(store.plants), first + 3n);
+    });
+
+    it('give the first id above the last one that no plant had, pruned or not (property)', async (t) => {
+      // Clients create and delete ids around and just ahead of the last id assigned, and the
+      // taken ids are pruned between writes: each server create gets exactly the first id
+      // above the last one assigned that no plant ever had.
+      await fc.assert(
+        fc.asyncProperty(fc.array(idOp, { minLength: 5, maxLength: 40 }), async (ops) => {
+          const store = await (await backend.fresh(t)).open();
+          try {
+            await followsTheModel(store, ops);
+          } finally {
+            await store.close();
+          }
+        }),
+        { numRuns: backend.name === 'sqlite' ? 200 : 40, seed: 22 },
+      );
     });
 
     it('run out only at the largest id, answering IdsExhaustedError', async (t) => {

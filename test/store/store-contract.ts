@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
+import { setImmediate } from 'node:timers/promises';
 import { INT64_MAX, INT64_MIN } from '../../src/core/int64.js';
 import {
   IDEMPOTENCY_KEY_TTL_MS,
@@ -609,6 +610,24 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
           [],
         );
         assert.equal((await store.audit.list({ since: new Date(0), limit: 10 })).length, 4);
+      });
+
+      it('prunes the entries written before a time, a batch at a time, keeping the rest', async (t) => {
+        const store = await open(t);
+        for (let id = 1n; id <= 3n; id++) await store.plants.insert({ id, name: `p${id}` });
+        const [oldest] = await store.audit.list({ limit: 1 });
+        // The audit clock is the store's own: let it pass the old entries' millisecond.
+        while (Date.now() <= oldest!.at.getTime() + 1) await setImmediate();
+        await store.plants.insert({ id: 4n, name: 'newer' });
+        const newer = (await store.audit.list({ plantId: 4n, limit: 1 }))[0]!;
+        assert.equal(await store.audit.prune(oldest!.at, 10), 0, 'none before the oldest');
+        assert.equal(await store.audit.prune(newer.at, 2), 2, 'a full batch');
+        assert.equal(await store.audit.prune(newer.at, 2), 1, 'the rest, fewer than a batch');
+        const left = await store.audit.list({ limit: 10 });
+        assert.deepEqual(
+          left.map((entry) => entry.plantId),
+          [4n],
+        );
       });
 
       it('gives a server-assigned id its entry', async (t) => {

@@ -19,5 +19,14 @@ export function postgresAudit(query: Query): AuditStore {
       );
       return rows.map((row) => toAuditEntry(row, row.at));
     },
+    async prune(before: Date, batch: number) {
+      const { rowCount } = await query(
+        'audit.prune',
+        `DELETE FROM audit_log WHERE seq IN (
+           SELECT seq FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2)`,
+        [before, batch],
+      );
+      return rowCount ?? 0;
+    },
   };
 }

@@ -7,6 +7,7 @@ import type { Durability, Store } from '../store.js';
 import { postgresAudit } from './audit.js';
 import { postgresIdempotency } from './idempotency.js';
 import { migratePostgres } from './migrate.js';
+import { postgresTakenIdsPruner } from './plant-ids.js';
 import { postgresPlants } from './plants.js';
 import { poolQuery } from './query.js';
 import { postgresRateLimits } from './rate-limits.js';
@@ -90,6 +91,7 @@ export async function openPostgresStore(
       return remote.on(listener);
     },
     rateLimits: postgresRateLimits(query),
+    pruneTakenIds: postgresTakenIdsPruner(query),
     migration,
     async ping() {
       await query('ping', 'SELECT 1', []);

@@ -44,13 +44,19 @@ const unchanged = (n: number) => `AND old.version = $${n}::bigint`;
 export const page = (where: string) =>
   `SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT $1`;
 
+// The advisory lock that a prune of plant_ids_taken takes alone and server creates and skips
+// share, 'plantids' in ASCII (see the migration 0007_plant_id_pruning).
+const PLANT_IDS_LOCK = '8100956956760040563';
+
 // A server create claims the id it draws in plant_ids_taken before it creates the plant: an
 // id some plant has or had is taken already, and then nothing is created (see the migration),
-// nor when a plant inserted by hand, unrecorded, holds the id. `drawn` is MATERIALIZED so
-// that nextval runs once.
+// nor when a plant inserted by hand, unrecorded, holds the id. `fenced` takes the shared lock
+// before the draw (`drawn` reads its row), so that no prune runs between draw and claim; both
+// are MATERIALIZED so that each runs once.
 export const INSERT_NEW = `WITH ${KEY_HELD},
-  drawn AS MATERIALIZED (
-    SELECT nextval('plant_id_seq') AS id WHERE (SELECT ok FROM allowed)),
+  fenced AS MATERIALIZED (
+    SELECT pg_advisory_xact_lock_shared(${PLANT_IDS_LOCK}) WHERE (SELECT ok FROM allowed)),
+  drawn AS MATERIALIZED (SELECT nextval('plant_id_seq') AS id FROM fenced),
   claimed AS (
     INSERT INTO plant_ids_taken (id) SELECT id FROM drawn
     ON CONFLICT DO NOTHING RETURNING id),
@@ -60,20 +66,9 @@ export const INSERT_NEW = `WITH ${KEY_HELD},
     RETURNING ${STORED}),
   ${afterCreate('(SELECT id FROM drawn)')}`;
 
-// How many taken ids one skip reads at most, so that a long run of them is skipped in
-// statements that each stay short.
-const SKIP_WINDOW = 10_000;
-
-// The run of taken ids that starts at the id drawn ($1), up to SKIP_WINDOW of them (the ids
-// whose distance from $1 is their rank less one), and the sequence set to its end, unless
-// another create has moved it further already. Should it move the sequence back all the
-// same (the two are read apart), the ids drawn again are taken, and skipped in turn.
-export const SKIP_TAKEN = `SELECT setval('plant_id_seq', run.last) FROM (
-    SELECT max(id) AS last FROM (
-      SELECT id, row_number() OVER (ORDER BY id) AS pos FROM plant_ids_taken
-      WHERE id >= $1::bigint ORDER BY id LIMIT ${SKIP_WINDOW}) ids
-    WHERE id - $1::bigint + 1 = pos) run, plant_id_seq
-  WHERE run.last > plant_id_seq.last_value`;
+// Moves the sequence past the run of taken ids that starts at the id drawn ($1): see the
+// function in the migration 0007_plant_id_pruning.
+export const SKIP_TAKEN = 'SELECT plant_ids_skip($1::bigint)';
 
 // A client create records its id as taken before it creates the plant (`recorded` is read to
 // the end first), taking its locks in the same order as a server create.

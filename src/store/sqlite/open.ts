@@ -42,7 +42,7 @@ export function openSqliteStore(
   const wake = () => signal.fire();
   const plants = sqlitePlants(db, batches, sqliteOutbox(db), wake);
   const tokens = sqliteTokens(db, batches);
-  const audit = sqliteAudit(db);
+  const audit = sqliteAudit(db, batches);
   const idempotency = sqliteIdempotency(db, batches);
   const webhooks = sqliteWebhooks(db, batches, wake);
   const webhookQueue = sqliteWebhookQueue(db, batches, signal);

@@ -1,6 +1,5 @@
 import type Database from 'better-sqlite3';
 import type { AuditAction, WriteOrigin } from '../../core/audit.js';
-import { INT64_MAX } from '../../core/int64.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
 import {
   type PlantRow,
@@ -11,7 +10,6 @@ import {
 } from '../rows.js';
 import {
   type ConditionalWriteOptions,
-  IdsExhaustedError,
   type InsertOptions,
   KeyNotHeldError,
   PlantChangedError,
@@ -19,6 +17,7 @@ import {
   type PlantStore,
 } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
+import { type PlantIds, sqlitePlantIds } from './plant-ids.js';
 import { batchedWrites, guard, isSqliteError } from './query.js';
 import type { Outbox } from './webhooks.js';
 
@@ -52,7 +51,6 @@ function prepareWrites(db: Database.Database) {
       `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING
        RETURNING ${STORED}`,
     ),
-    ...prepareIds(db),
     update: db.prepare(
       `UPDATE plants SET name = coalesce(@name, name),
          tag = CASE WHEN @setTag THEN @tag ELSE tag END, version = random()
@@ -72,32 +70,6 @@ function prepareWrites(db: Database.Database) {
     keyHeld: db.prepare(
       'SELECT 1 FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
     ),
-  };
-}
-
-/** How many taken ids one look reads at most, so that each statement stays short. */
-const SKIP_WINDOW = 10_000;
-
-/** The statements of server-assigned ids (see the migration 0004_server_ids). */
-function prepareIds(db: Database.Database) {
-  return {
-    lastId: db.prepare('SELECT last FROM plant_id_counter').pluck(),
-    setLastId: db.prepare('UPDATE plant_id_counter SET last = ?'),
-    // Only ids above the counter: it never hands out the ones at or below it again.
-    recordTaken: db.prepare(
-      `INSERT INTO plant_ids_taken (id) SELECT @id
-       WHERE @id > (SELECT last FROM plant_id_counter) ON CONFLICT DO NOTHING`,
-    ),
-    // The run of taken ids that starts at @from, up to SKIP_WINDOW of them: the ids whose
-    // distance from @from is their rank less one. NULL when @from is not taken.
-    takenRunEnd: db
-      .prepare(
-        `SELECT max(id) FROM (
-           SELECT id, row_number() OVER (ORDER BY id) AS pos FROM plant_ids_taken
-           WHERE id >= @from ORDER BY id LIMIT ${SKIP_WINDOW})
-         WHERE id - @from + 1 = pos`,
-      )
-      .pluck(),
   };
 }
 
@@ -130,10 +102,11 @@ export function sqlitePlants(
   };
   const reads = prepareReads(db);
   const writes = prepareWrites(db);
+  const ids = sqlitePlantIds(db);
   return {
     insert: (plant: NewPlant, options: InsertOptions = {}) =>
       write((emit) => {
-        const created = insert(writes, plant, options);
+        const created = insert(writes, ids, plant, options);
         emit('plant.created', created);
         return created;
       }),
@@ -214,6 +187,7 @@ function record(
 /** A create, its audit entry and the settling of its key: run inside a write's savepoint. */
 function insert(
   writes: Writes,
+  ids: PlantIds,
   plant: NewPlant,
   { by, idempotencyKey }: InsertOptions,
 ): StoredPlant {
@@ -223,7 +197,7 @@ function insert(
   ) {
     throw new KeyNotHeldError();
   }
-  const created = create(writes, plant);
+  const created = create(writes, ids, plant);
   record(writes, 'create', created.id, undefined, created, by);
   if (idempotencyKey !== undefined) {
     const { tokenId, key } = idempotencyKey;
@@ -233,11 +207,11 @@ function insert(
   return created;
 }
 
-function create(writes: Writes, { id, name, tag }: NewPlant): StoredPlant {
-  if (id === undefined) return createWithNextId(writes, name, tag ?? null);
+function create(writes: Writes, ids: PlantIds, { id, name, tag }: NewPlant): StoredPlant {
+  if (id === undefined) return createWithNextId(writes, ids, name, tag ?? null);
   try {
     const plant = toStoredPlant(writes.insertWithId.get(id, name, tag ?? null) as StoredPlantRow);
-    writes.recordTaken.run({ id });
+    ids.taken(id);
     return plant;
   } catch (error) {
     if (isSqliteError(error, 'SQLITE_CONSTRAINT_PRIMARYKEY')) throw new PlantExistsError(id);
@@ -245,32 +219,17 @@ function create(writes: Writes, { id, name, tag }: NewPlant): StoredPlant {
   }
 }
 
-/**
- * A create with the first id above the counter that no plant has or had. Writes are one at a
- * time, so what the counter and plant_ids_taken say holds until this write commits.
- */
-function createWithNextId(writes: Writes, name: string, tag: string | null): StoredPlant {
-  let last = writes.lastId.get() as bigint;
+/** A create with the first id above the counter that no plant has or had. */
+function createWithNextId(
+  writes: Writes,
+  ids: PlantIds,
+  name: string,
+  tag: string | null,
+): StoredPlant {
   for (;;) {
-    const id = firstFreeAbove(writes, last);
     // Not recorded as taken, so only a plant inserted by hand (SQL) can hold it: skipped too.
-    const row = writes.insertIfFree.get(id, name, tag) as StoredPlantRow | undefined;
-    last = id;
-    if (row !== undefined) {
-      writes.setLastId.run(id);
-      return toStoredPlant(row);
-    }
-  }
-}
-
-/** The first id above `last` that is not taken. */
-function firstFreeAbove(writes: Writes, last: bigint): bigint {
-  for (;;) {
-    if (last === INT64_MAX) throw new IdsExhaustedError();
-    const next = last + 1n;
-    const runEnd = writes.takenRunEnd.get({ from: next }) as bigint | null;
-    if (runEnd === null) return next;
-    last = runEnd;
+    const row = writes.insertIfFree.get(ids.next(), name, tag) as StoredPlantRow | undefined;
+    if (row !== undefined) return toStoredPlant(row);
   }
 }
 

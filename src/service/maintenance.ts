@@ -1,0 +1,98 @@
+import type { Log } from '../core/log.js';
+import type { Store } from '../store/store.js';
+
+/** How often a process prunes what grows with writes. */
+export const MAINTENANCE_INTERVAL_MS = 60_000;
+
+/** Rows one statement deletes at most: a prune never holds the database for long. */
+export const PRUNE_BATCH = 5_000;
+
+export interface MaintenanceOptions {
+  log: Log;
+  /** Audit entries older than this are deleted; undefined keeps them all (the default). */
+  auditRetentionMs?: number;
+  intervalMs?: number;
+  /** Unix milliseconds now. */
+  now?: () => number;
+}
+
+/** What one round deleted. */
+export interface Pruned {
+  takenIds: number;
+  auditEntries: number;
+}
+
+/**
+ * The background loop that keeps the tables that grow with writes bounded, once a minute on
+ * every process (rounds on several processes at once delete nothing twice): the records of
+ * ids taken that no create needs any more (PostgreSQL; SQLite's creates prune their own), and,
+ * with a retention, the audit entries older than it. Each table's bound is in docs (the
+ * tables and their growth). Webhook messages, Idempotency-Keys and rate-limit windows are
+ * pruned where they are written (see the README's operations part).
+ */
+export class Maintenance {
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private running: Promise<Pruned> | undefined;
+
+  constructor(
+    private readonly store: Pick<Store, 'audit' | 'pruneTakenIds'>,
+    private readonly options: MaintenanceOptions,
+  ) {}
+
+  /** Rounds every interval from now on; with `now`, a first round at once. */
+  start({ now = false }: { now?: boolean } = {}): void {
+    const interval = this.options.intervalMs ?? MAINTENANCE_INTERVAL_MS;
+    this.timer ??= setInterval(() => void this.round(), interval).unref();
+    if (now) void this.round();
+  }
+
+  /** Stops the rounds; a batch under way finishes, and no other starts. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** One round, now; a round already under way is the one answered. */
+  round(): Promise<Pruned> {
+    this.running ??= this.prune().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async prune(): Promise<Pruned> {
+    const { store, options } = this;
+    const pruned: Pruned = { takenIds: 0, auditEntries: 0 };
+    try {
+      if (store.pruneTakenIds !== undefined) {
+        pruned.takenIds = await this.batches((batch) => store.pruneTakenIds!(batch));
+      }
+      if (options.auditRetentionMs !== undefined) {
+        const before = new Date((options.now ?? Date.now)() - options.auditRetentionMs);
+        pruned.auditEntries = await this.batches((batch) => store.audit.prune(before, batch));
+        if (pruned.auditEntries > 0) {
+          options.log.info(
+            { deleted: pruned.auditEntries, before: before.toISOString() },
+            'deleted audit entries past their retention',
+          );
+        }
+      }
+    } catch (error) {
+      if (!this.stopped) options.log.error({ err: error }, 'pruning failed; will retry');
+    }
+    return pruned;
+  }
+
+  /** Deletes batch after batch until one finds fewer than a batch, or the loop stops. */
+  private async batches(prune: (batch: number) => Promise<number>): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const deleted = await prune(PRUNE_BATCH);
+      total += deleted;
+      if (deleted < PRUNE_BATCH || this.stopped) return total;
+    }
+  }
+}

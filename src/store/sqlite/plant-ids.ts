@@ -1,0 +1,64 @@
+import type Database from 'better-sqlite3';
+import { INT64_MAX } from '../../core/int64.js';
+import { IdsExhaustedError } from '../store.js';
+
+/**
+ * Server-assigned ids on SQLite: a counter (the last id handed out or skipped) and the runs of
+ * ids clients took above it (see the migrations 0004_server_ids and 0007_plant_id_runs). Every
+ * operation reads or writes a few rows by their key: O(log n) whatever the number of ids
+ * clients took. Writes are one at a time (one writer per database), so what these statements
+ * read holds until the write that runs them commits.
+ */
+export interface PlantIds {
+  /** The next id to try: the first above the counter that no client took. Moves the counter. */
+  next(): bigint;
+  /** Records an id a client gave its plant, so that the counter skips it. */
+  taken(id: bigint): void;
+}
+
+interface Run {
+  first: bigint;
+  last: bigint;
+}
+
+export function sqlitePlantIds(db: Database.Database): PlantIds {
+  const s = {
+    counter: db.prepare('SELECT last FROM plant_id_counter').pluck(),
+    setCounter: db.prepare('UPDATE plant_id_counter SET last = ?'),
+    runStartingAt: db.prepare('SELECT last FROM plant_id_runs WHERE first = ?').pluck(),
+    runAtOrBefore: db.prepare(
+      'SELECT first, last FROM plant_id_runs WHERE first <= ? ORDER BY first DESC LIMIT 1',
+    ),
+    insertRun: db.prepare('INSERT INTO plant_id_runs (first, last) VALUES (?, ?)'),
+    extendRun: db.prepare('UPDATE plant_id_runs SET last = ? WHERE first = ?'),
+    deleteRun: db.prepare('DELETE FROM plant_id_runs WHERE first = ?'),
+  };
+  return {
+    next() {
+      const last = s.counter.get() as bigint;
+      if (last === INT64_MAX) throw new IdsExhaustedError();
+      let id = last + 1n;
+      // Runs are never adjacent, so the id after a run's last is free, and the run now lies
+      // at or below the counter: it is needed no more.
+      const runLast = s.runStartingAt.get(id) as bigint | undefined;
+      if (runLast !== undefined) {
+        if (runLast === INT64_MAX) throw new IdsExhaustedError();
+        s.deleteRun.run(id);
+        id = runLast + 1n;
+      }
+      s.setCounter.run(id);
+      return id;
+    },
+    taken(id: bigint) {
+      if (id <= (s.counter.get() as bigint)) return;
+      const before = s.runAtOrBefore.get(id) as Run | undefined;
+      if (before !== undefined && before.last >= id) return;
+      const afterLast =
+        id === INT64_MAX ? undefined : (s.runStartingAt.get(id + 1n) as bigint | undefined);
+      if (afterLast !== undefined) s.deleteRun.run(id + 1n);
+      const last = afterLast ?? id;
+      if (before !== undefined && before.last === id - 1n) s.extendRun.run(last, before.first);
+      else s.insertRun.run(id, last);
+    },
+  };
+}
