@@ -33,7 +33,6 @@ export function sqliteAudit(db: Database.Database, batches: GroupCommit): AuditS
       ) as (AuditRow & { at: bigint })[];
       return rows.map((row) => toAuditEntry(row, new Date(Number(row.at))));
     },
-    prune: (before: Date, batch: number) =>
-      write(() => prune.run(before.getTime(), batch).changes),
+    prune: (before: Date, batch: number) => write(() => prune.run(before.getTime(), batch).changes),
   };
 }
