@@ -66,33 +66,45 @@ export class Maintenance {
   private async prune(): Promise<Pruned> {
     const { store, options } = this;
     const pruned: Pruned = { takenIds: 0, auditEntries: 0 };
-    try {
-      if (store.pruneTakenIds !== undefined) {
-        pruned.takenIds = await this.batches((batch) => store.pruneTakenIds!(batch));
+    // Each table on its own: one that fails to prune does not keep the other from it.
+    if (store.pruneTakenIds !== undefined) {
+      const pruneTakenIds = store.pruneTakenIds.bind(store);
+      pruned.takenIds = await this.guarded('ids taken', () => this.batches(pruneTakenIds));
+    }
+    if (options.auditRetentionMs !== undefined) {
+      const before = new Date((options.now ?? Date.now)() - options.auditRetentionMs);
+      pruned.auditEntries = await this.guarded('audit entries', () =>
+        this.batches((batch) => store.audit.prune(before, batch)),
+      );
+      if (pruned.auditEntries > 0) {
+        options.log.info(
+          { deleted: pruned.auditEntries, before: before.toISOString() },
+          'deleted audit entries past their retention',
+        );
       }
-      if (options.auditRetentionMs !== undefined) {
-        const before = new Date((options.now ?? Date.now)() - options.auditRetentionMs);
-        pruned.auditEntries = await this.batches((batch) => store.audit.prune(before, batch));
-        if (pruned.auditEntries > 0) {
-          options.log.info(
-            { deleted: pruned.auditEntries, before: before.toISOString() },
-            'deleted audit entries past their retention',
-          );
-        }
-      }
-    } catch (error) {
-      if (!this.stopped) options.log.error({ err: error }, 'pruning failed; will retry');
     }
     return pruned;
+  }
+
+  /** What `prune` deleted, or 0 when it failed: logged, and tried again next round. */
+  private async guarded(table: string, prune: () => Promise<number>): Promise<number> {
+    try {
+      return await prune();
+    } catch (error) {
+      if (!this.stopped)
+        this.options.log.error({ err: error, table }, 'pruning failed; will retry');
+      return 0;
+    }
   }
 
   /** Deletes batch after batch until one finds fewer than a batch, or the loop stops. */
   private async batches(prune: (batch: number) => Promise<number>): Promise<number> {
     let total = 0;
-    for (;;) {
+    while (!this.stopped) {
       const deleted = await prune(PRUNE_BATCH);
       total += deleted;
-      if (deleted < PRUNE_BATCH || this.stopped) return total;
+      if (deleted < PRUNE_BATCH) break;
     }
+    return total;
   }
 }
