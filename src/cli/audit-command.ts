@@ -61,15 +61,22 @@ export function entryJson(entry: AuditEntry): string {
 /** Entries read from the database at a time: the trail may be far larger than memory. */
 const PAGE = 1000;
 
-/** `audit prune --before`: deletes a batch at a time, so the server goes on meanwhile. */
+/**
+ * `audit prune --before`: deletes a batch at a time, so the server goes on meanwhile. The
+ * database is `audit`'s own --db or --database-url: commander hands a parent's options to the
+ * parent wherever they stand, so options of the same names here would never be set.
+ */
 function pruneCommand(): Command {
   return new Command('prune')
     .description(
       'delete the audit entries written before a time, oldest first, and say how many ' +
         '(serve --audit-retention does the same once a minute)',
     )
-    .addOption(dbOption())
-    .addOption(databaseUrlOption())
+    .addHelpText(
+      'after',
+      '\nThe database is named as for "plantstore audit": --db <file> (env: PLANTSTORE_DB) or\n' +
+        '--database-url <url> (env: DATABASE_URL), before or after "prune".',
+    )
     .addOption(
       new Option(
         '--before <time>',
@@ -78,17 +85,20 @@ function pruneCommand(): Command {
         .makeOptionMandatory()
         .argParser(argument((text) => parseSince(text))),
     )
-    .action(async (options: DatabaseOptions & { before: Date }, command: Command) => {
-      const { store } = await openDatabase(options, command, { create: false });
+    .action(async ({ before }: { before: Date }, command: Command) => {
+      const audit = command.parent!;
+      const { store } = await openDatabase(audit.opts<DatabaseOptions>(), audit, {
+        create: false,
+      });
       try {
         let deleted = 0;
         for (;;) {
-          const batch = await store.audit.prune(options.before, PRUNE_BATCH);
+          const batch = await store.audit.prune(before, PRUNE_BATCH);
           deleted += batch;
           if (batch < PRUNE_BATCH) break;
         }
         process.stderr.write(
-          `deleted ${deleted} audit entries written before ${options.before.toISOString()}\n`,
+          `deleted ${deleted} audit entries written before ${before.toISOString()}\n`,
         );
       } finally {
         await store.close();
