@@ -234,7 +234,8 @@ const DAY_MS = 86_400_000;
 export const auditRetentionOption = () =>
   new Option(
     '--audit-retention <duration>',
-    'delete audit entries older than this, once a minute (such as 90d or 52w; default: keep them all)',
+    'delete audit entries older than this (90d, 52w; at least 1d), at start and once a minute; ' +
+      'unset: every entry is kept',
   )
     .env('PLANTSTORE_AUDIT_RETENTION')
     .argParser(
