@@ -1,0 +1,184 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it, type TestContext } from 'node:test';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { IDEMPOTENCY_KEY_TTL_MS } from '../../src/core/idempotency.js';
+import { silentLog } from '../../src/core/log.js';
+import { Maintenance } from '../../src/service/maintenance.js';
+import { openPostgresStore } from '../../src/store/postgres/open.js';
+import { openSqliteStore } from '../../src/store/sqlite/open.js';
+import type { Store } from '../../src/store/store.js';
+import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { makeTempDir } from '../helpers/setup.js';
+
+// Every table that grows with writes stays bounded, counted in rows on both databases: what
+// deletes each one's rows does delete them (see the README, "Tables and their growth").
+// Times are the ones the callers give the store (a claim's `at`, an attempt's `at`), so no
+// test waits for a clock.
+
+interface GrowthDatabase {
+  store: Store;
+  /** Rows in `table`, counted on a connection of the test's own. */
+  rows(table: string): Promise<number>;
+}
+
+interface GrowthBackend {
+  name: string;
+  skip: string | false;
+  fresh(t: TestContext): Promise<GrowthDatabase>;
+}
+
+const BACKENDS: GrowthBackend[] = [
+  {
+    name: 'sqlite',
+    skip: false,
+    async fresh(t) {
+      const file = join(makeTempDir(t), 'growth.db');
+      const store = openSqliteStore({ file });
+      t.after(() => store.close());
+      return {
+        store,
+        async rows(table) {
+          const db = new Database(file, { readonly: true });
+          try {
+            return db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+          } finally {
+            db.close();
+          }
+        },
+      };
+    },
+  },
+  {
+    name: 'postgres',
+    skip: POSTGRES_SKIP,
+    async fresh(t) {
+      const url = await freshDatabase(t);
+      const store = await openPostgresStore({ url, poolSize: 2 });
+      t.after(() => store.close());
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      t.after(() => client.end());
+      return {
+        store,
+        async rows(table) {
+          const { rows } = await client.query<{ n: number }>(
+            `SELECT count(*)::integer AS n FROM ${table}`,
+          );
+          return rows[0]!.n;
+        },
+      };
+    },
+  },
+];
+
+const T0 = new Date('2030-01-01T00:00:00.000Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+
+for (const backend of BACKENDS) {
+  describe(`tables and their growth (${backend.name})`, { skip: backend.skip }, () => {
+    it('idempotency_keys: each claim deletes up to 100 expired keys, none still kept', async (t) => {
+      const { store, rows } = await backend.fresh(t);
+      const claim = (key: string, when: Date, tokenId = 1) =>
+        store.idempotency.claim({ tokenId, key, fingerprint: 'f', at: when });
+      for (let i = 0; i < 150; i++) await claim(`old-${i}`, T0);
+      await claim('young', at(IDEMPOTENCY_KEY_TTL_MS / 2), 2);
+      const refusal = { name: 'plantExists', message: 'exists' } as const;
+      await store.idempotency.settle({ tokenId: 2, key: 'young' }, refusal);
+      assert.equal(await rows('idempotency_keys'), 151);
+
+      // A day after the first 150: they are expired, the young one is not.
+      const later = at(IDEMPOTENCY_KEY_TTL_MS + 1);
+      assert.deepEqual(await claim('new-1', later), { state: 'claimed' });
+      assert.equal(await rows('idempotency_keys'), 151 - 100 + 1, 'a hundred gone, one added');
+      await claim('new-2', later);
+      assert.equal(await rows('idempotency_keys'), 3, 'the young key and the two new ones');
+      assert.deepEqual(
+        await claim('young', later, 2),
+        { state: 'answered', answer: { refusal } },
+        'kept, answer and all',
+      );
+    });
+
+    it('webhook_messages and webhook_attempts: purged with their retention, pending ones kept', async (t) => {
+      const { store, rows } = await backend.fresh(t);
+      await store.webhooks.create({
+        url: 'https://example.com/hook',
+        events: ['plant.created'],
+        secret: 'whsec_first',
+        at: T0,
+      });
+      for (const name of ['a', 'b', 'c', 'd']) await store.plants.insert({ name });
+      const q = store.webhookQueue;
+      const [a, b, c, d] = await q.claim(new Date('2100-01-01T00:00:00Z'), 1000, 10);
+      assert.ok(a && b && c && d);
+      const attempt = (status: number | null, ms: number) => ({
+        at: at(ms),
+        durationMs: 5,
+        httpStatus: status,
+        error: status === null ? 'timed out' : null,
+        responseExcerpt: '',
+      });
+      await q.finish(a.id, a.claimedUntil, attempt(204, 1), { kind: 'delivered' });
+      await q.finish(b.id, b.claimedUntil, attempt(null, 2), { kind: 'failed' });
+      await q.finish(c.id, c.claimedUntil, attempt(204, 10), { kind: 'delivered' });
+      await q.finish(d.id, d.claimedUntil, attempt(500, 3), { kind: 'retry', at: at(60_000) });
+      assert.deepEqual([await rows('webhook_messages'), await rows('webhook_attempts')], [4, 4]);
+
+      assert.equal(await q.purge(at(5)), 2, 'a delivered and b failed before the cut-off');
+      assert.deepEqual(
+        [await rows('webhook_messages'), await rows('webhook_attempts')],
+        [2, 2],
+        'their attempts went with them; c (completed later) and d (pending) stay',
+      );
+      assert.equal(await q.purge(at(1_000_000)), 1, 'c; d is pending, whatever its age');
+      assert.deepEqual([await rows('webhook_messages'), await rows('webhook_attempts')], [1, 1]);
+    });
+
+    it('audit_log: a maintenance round with a retention deletes the older entries', async (t) => {
+      const { store, rows } = await backend.fresh(t);
+      for (let id = 1n; id <= 3n; id++) await store.plants.insert({ id, name: 'Fern' });
+      const [last] = (await store.audit.list({ limit: 10 })).slice(-1);
+      const kept = new Maintenance(store, { log: silentLog, auditRetentionMs: 86_400_000 });
+      assert.equal((await kept.round()).auditEntries, 0, 'all younger than a day');
+      assert.equal(await rows('audit_log'), 3);
+      // A clock two days on: every entry is past a day's retention.
+      const twoDaysOn = last!.at.getTime() + 2 * 86_400_000;
+      const round = new Maintenance(store, {
+        log: silentLog,
+        auditRetentionMs: 86_400_000,
+        now: () => twoDaysOn,
+      });
+      assert.equal((await round.round()).auditEntries, 3);
+      assert.equal(await rows('audit_log'), 0);
+    });
+
+    if (backend.name === 'postgres') {
+      it('plant_ids_taken: a maintenance round deletes the ids the sequence has passed', async (t) => {
+        const { store, rows } = await backend.fresh(t);
+        for (let i = 0; i < 20; i++) await store.plants.insert({ name: 'server' });
+        const first = (await store.plants.list({ limit: 1 }))[0]!.id;
+        await store.plants.insert({ id: first + 100n, name: 'ahead' });
+        await store.plants.insert({ id: first - 50n, name: 'behind' });
+        assert.equal(await rows('plant_ids_taken'), 22, 'one a create, server or client');
+        const pruned = await new Maintenance(store, { log: silentLog }).round();
+        assert.equal(pruned.takenIds, 21);
+        assert.equal(await rows('plant_ids_taken'), 1, 'the id taken ahead of the sequence');
+      });
+    } else {
+      it('plant_id_runs: a run of ids taken ahead is deleted once server creates pass it', async (t) => {
+        const { store, rows } = await backend.fresh(t);
+        const first = (await store.plants.insert({ name: 'server' })).id;
+        // Taken ahead: 2 and 3 one run, 5 another, 100 a third.
+        for (const offset of [2n, 3n, 5n, 100n]) {
+          await store.plants.insert({ id: first + offset, name: 'client' });
+        }
+        await store.plants.insert({ id: first - 1n, name: 'below: no record' });
+        assert.equal(await rows('plant_id_runs'), 3);
+        for (let i = 0; i < 3; i++) await store.plants.insert({ name: 'server' }); // 1, 4, 6
+        assert.equal(await rows('plant_id_runs'), 1, 'only the run at 100, still ahead');
+      });
+    }
+  });
+}
