@@ -26,9 +26,10 @@ export interface Pruned {
  * The background loop that keeps the tables that grow with writes bounded, once a minute on
  * every process (rounds on several processes at once delete nothing twice): the records of
  * ids taken that no create needs any more (PostgreSQL; SQLite's creates prune their own), and,
- * with a retention, the audit entries older than it. Each table's bound is in docs (the
- * tables and their growth). Webhook messages, Idempotency-Keys and rate-limit windows are
- * pruned where they are written (see the README's operations part).
+ * with a retention, the audit entries older than it. The other tables are pruned elsewhere:
+ * expired Idempotency-Keys by the claims that write new ones, webhook messages past their
+ * retention by the dispatcher's housekeeping, ended rate-limit windows by RateLimitSync. Each
+ * table's bound is in the README, "Tables and their growth".
  */
 export class Maintenance {
   private timer: NodeJS.Timeout | undefined;
