@@ -39,6 +39,8 @@ export interface SqliteData {
   file: string;
   tokensFile: string;
   plants: number;
+  /** Plants more whose ids clients chose above the counter (bench/seed.ts). */
+  clientIds: number;
 }
 
 /** One start of a server: its start-to-ready time, and the other load meanwhile. */
@@ -87,7 +89,7 @@ export async function startSqliteContender(
     name,
     role: CONTENDERS[name].role,
     server: server!,
-    keeper: new SqliteKeeper(data.file),
+    keeper: new SqliteKeeper(data.file, data.clientIds),
     tokensFile: data.tokensFile,
     plants: data.plants,
     cursor: 0,

@@ -7,13 +7,14 @@ import { join } from 'node:path';
 import {
   copyDatabase,
   type Placement,
+  type SqliteData,
   startPostgresContender,
   startSqliteContender,
 } from './contenders.js';
 import { peakRssMb } from './cpu.js';
 import { fsyncP50ms } from './fsync.js';
 import { type GroupResult, runGroup } from './group.js';
-import { CONTENDERS, type ContenderName, type GroupPlan } from './plan.js';
+import { CONTENDERS, type ContenderName, DATA_SETS, type DataSet, type GroupPlan } from './plan.js';
 import { BENCH_POSTGRES_URL, reachable, seedSchema, type SeededSchema } from './postgres.js';
 import { rowsOf, type Row } from './rows.js';
 import { seedSqlite } from './seed.js';
@@ -31,6 +32,21 @@ export interface PhaseContext {
   log: (line: string) => void;
 }
 
+/** The plants 1..N of each data set. */
+const plantsOf = (facts: Facts): Record<DataSet, number> =>
+  Object.fromEntries(
+    Object.entries(DATA_SETS).map(([key, set]) => [
+      key,
+      set.size === 'large' ? facts.largePlants : facts.smallPlants,
+    ]),
+  ) as Record<DataSet, number>;
+
+/** The plants more of each data set whose ids clients chose above the counter. */
+const clientIdsOf = (facts: Facts): Record<DataSet, number> =>
+  Object.fromEntries(
+    Object.entries(DATA_SETS).map(([key, set]) => [key, set.clientIds ? facts.largePlants : 0]),
+  ) as Record<DataSet, number>;
+
 const contendersOf = (groups: GroupPlan[]): ContenderName[] => [
   ...new Set(groups.flatMap((g) => g.contenders)),
 ];
@@ -41,11 +57,7 @@ async function runGroups(
   ctx: PhaseContext,
 ): Promise<Row[]> {
   const rows: Row[] = [];
-  const plants = {
-    'sqlite-large': ctx.facts.largePlants,
-    'sqlite-small': ctx.facts.smallPlants,
-    postgres: ctx.facts.largePlants,
-  };
+  const sizes = { plants: plantsOf(ctx.facts), clientIds: clientIdsOf(ctx.facts) };
   for (const plan of groups) {
     if (plan.connections === 1 && ctx.facts.fsyncP50ms === undefined) {
       ctx.facts.fsyncP50ms = fsyncP50ms(ctx.dir);
@@ -61,7 +73,7 @@ async function runGroups(
       serverPids: [...live.values()].map((c) => c.server.pid),
       log: ctx.log,
     });
-    for (const row of rowsOf(result, plants)) {
+    for (const row of rowsOf(result, sizes)) {
       rows.push(row);
       ctx.log(progressLine(row));
     }
@@ -93,21 +105,22 @@ async function stopAll(live: Map<string, Contender>): Promise<void> {
 
 /** The SQLite data sets the contenders of `names` need, seeded in `ctx.dir`. */
 async function seedSets(names: ContenderName[], ctx: PhaseContext) {
-  const set = (key: string, plants: number) => ({
-    plants,
-    file: join(ctx.dir, `${key}.db`),
-    tokensFile: join(ctx.dir, `${key}.tokens`),
-  });
-  const sets = {
-    'sqlite-large': set('large', ctx.facts.largePlants),
-    'sqlite-small': set('small', ctx.facts.smallPlants),
-  };
-  for (const key of ['sqlite-large', 'sqlite-small'] as const) {
-    if (!names.some((n) => CONTENDERS[n].data === key)) continue;
+  const plants = plantsOf(ctx.facts);
+  const clientIds = clientIdsOf(ctx.facts);
+  const sets = new Map<DataSet, SqliteData>();
+  for (const key of new Set(names.map((n) => CONTENDERS[n].data))) {
+    const set = {
+      plants: plants[key],
+      clientIds: clientIds[key],
+      file: join(ctx.dir, `${key}.db`),
+      tokensFile: join(ctx.dir, `${key}.tokens`),
+    };
     const started = performance.now();
-    await seedSqlite(sets[key].file, sets[key].plants, sets[key].tokensFile);
+    await seedSqlite(set.file, set.plants, set.tokensFile, set.clientIds);
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
-    ctx.log(`seeded ${key}: ${sets[key].plants} plants in ${seconds} s`);
+    const more = set.clientIds > 0 ? ` and ${set.clientIds} with client ids` : '';
+    ctx.log(`seeded ${key}: ${set.plants} plants${more} in ${seconds} s`);
+    sets.set(key, set);
   }
   return sets;
 }
@@ -119,7 +132,7 @@ export async function sqlitePhase(groups: GroupPlan[], ctx: PhaseContext): Promi
   const live = new Map<string, Contender>();
   try {
     for (const name of names) {
-      const set = sets[CONTENDERS[name].data as keyof typeof sets];
+      const set = sets.get(CONTENDERS[name].data)!;
       const data = { ...set, file: copyDatabase(set.file, ctx.dir, name) };
       // Start to ready is measured on the large database, three starts, before any load.
       const starts = name === 'plantstore power' ? 3 : 1;
@@ -146,16 +159,22 @@ export async function postgresPhase(
   if (answer !== true) return `no PostgreSQL at PLANTSTORE_BENCH_DATABASE_URL (${answer})`;
   const live = new Map<string, Contender>();
   const schemas: SeededSchema[] = [];
+  const plants = plantsOf(ctx.facts);
+  const clientIds = clientIdsOf(ctx.facts);
   try {
     for (const [i, name] of contendersOf(groups).entries()) {
       const started = performance.now();
       const tokensFile = join(ctx.dir, `postgres-${i}.tokens`);
-      const schema = await seedSchema(BENCH_POSTGRES_URL, ctx.facts.largePlants, tokensFile);
+      const { data: key, role } = CONTENDERS[name];
+      const schema = await seedSchema(BENCH_POSTGRES_URL, plants[key], tokensFile, {
+        clientIds: clientIds[key],
+        sequenceAboveAll: role.kind !== 'plantstore',
+      });
       schemas.push(schema);
       ctx.log(
-        `seeded a PostgreSQL schema for ${name} in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+        `seeded a PostgreSQL schema (${key}) for ${name} in ${((performance.now() - started) / 1000).toFixed(1)} s`,
       );
-      const data = { tokensFile, plants: ctx.facts.largePlants };
+      const data = { tokensFile, plants: plants[key] };
       live.set(name, await startPostgresContender(name, schema, data, ctx.at));
     }
     const rows = await runGroups(groups, live, ctx);

@@ -8,7 +8,31 @@ import type { ScenarioId } from './scenarios.js';
 import type { Role } from './turn.js';
 
 /** Which seeded data a contender gets a copy of. */
-export type DataSet = 'sqlite-large' | 'sqlite-small' | 'postgres';
+export type DataSet =
+  | 'sqlite-large'
+  | 'sqlite-small'
+  | 'sqlite-client-ids'
+  | 'postgres'
+  | 'postgres-small'
+  | 'postgres-client-ids';
+
+/**
+ * What a data set holds: plants 1..N (N the large or the small size) with the server's
+ * counter at N; with `clientIds`, as many plants again as the large size, whose ids clients
+ * chose above the counter, every other id (N+2, N+4, ...), recorded as plantstore records
+ * them, so that every other server-assigned id meets one to skip (bench/seed.ts).
+ */
+export const DATA_SETS: Record<
+  DataSet,
+  { database: 'sqlite' | 'postgres'; size: 'large' | 'small'; clientIds: boolean }
+> = {
+  'sqlite-large': { database: 'sqlite', size: 'large', clientIds: false },
+  'sqlite-small': { database: 'sqlite', size: 'small', clientIds: false },
+  'sqlite-client-ids': { database: 'sqlite', size: 'large', clientIds: true },
+  postgres: { database: 'postgres', size: 'large', clientIds: false },
+  'postgres-small': { database: 'postgres', size: 'small', clientIds: false },
+  'postgres-client-ids': { database: 'postgres', size: 'large', clientIds: true },
+};
 
 export interface ContenderPlan {
   role: Role;
@@ -45,6 +69,29 @@ export const CONTENDERS = {
     data: 'postgres',
   },
   'bare postgres': { role: { kind: 'bare', database: 'postgres' }, data: 'postgres' },
+  // The rows of the paths users take (issue 22): PostgreSQL at 10k, and creates without an id
+  // after clients took many ids above the counter.
+  'plantstore postgres 10k': {
+    role: { kind: 'plantstore', database: 'postgres', durability: 'power' },
+    data: 'postgres-small',
+  },
+  'bare postgres 10k': { role: { kind: 'bare', database: 'postgres' }, data: 'postgres-small' },
+  'plantstore client ids': {
+    role: { kind: 'plantstore', database: 'sqlite', durability: 'power' },
+    data: 'sqlite-client-ids',
+  },
+  'fastify client ids': {
+    role: { kind: 'fastify', database: 'sqlite' },
+    data: 'sqlite-client-ids',
+  },
+  'plantstore postgres client ids': {
+    role: { kind: 'plantstore', database: 'postgres', durability: 'power' },
+    data: 'postgres-client-ids',
+  },
+  'bare postgres client ids': {
+    role: { kind: 'bare', database: 'postgres' },
+    data: 'postgres-client-ids',
+  },
 } as const satisfies Record<string, ContenderPlan>;
 
 export type ContenderName = keyof typeof CONTENDERS;
@@ -80,7 +127,7 @@ function group(
   const contenders = [
     ...new Set(rows.flatMap((r) => [r.subject, r.yardstick, ...(r.beside ? [r.beside] : [])])),
   ];
-  const phase = data === 'postgres' ? 'postgres' : 'sqlite';
+  const phase = DATA_SETS[data].database;
   return {
     id: `${data}/${scenario}/${connections}`,
     phase,
@@ -121,15 +168,36 @@ export function fullPlan(connections: number): GroupPlan[] {
       group('sqlite-large', scenario, 1, [{ subject: 'plantstore power', yardstick: 'fastify' }]),
     );
   }
+  // The tag filter on the large database (issue 22).
+  groups.push(
+    group('sqlite-large', 'tagList', connections, [
+      { subject: 'plantstore power', yardstick: 'fastify' },
+    ]),
+  );
   // DELETE is not among them: a turn of DELETE walks more ids than 10k (see bench/README.md).
-  for (const scenario of ['getOne', 'list', 'post'] as const) {
+  for (const scenario of ['getOne', 'list', 'post', 'tagList'] as const) {
     const row: RowPlan = { subject: 'plantstore power 10k', yardstick: 'fastify 10k' };
     groups.push(group('sqlite-small', scenario, connections, [row]));
   }
-  for (const scenario of ALL) {
+  // Creates without an id after clients took many ids above the counter (issue 22).
+  groups.push(
+    group('sqlite-client-ids', 'post', connections, [
+      { subject: 'plantstore client ids', yardstick: 'fastify client ids' },
+    ]),
+  );
+  for (const scenario of [...ALL, 'tagList'] as const) {
     const row: RowPlan = { subject: 'plantstore postgres', yardstick: 'bare postgres' };
     groups.push(group('postgres', scenario, connections, [row]));
   }
+  for (const scenario of ['post', 'tagList'] as const) {
+    const row: RowPlan = { subject: 'plantstore postgres 10k', yardstick: 'bare postgres 10k' };
+    groups.push(group('postgres-small', scenario, connections, [row]));
+  }
+  groups.push(
+    group('postgres-client-ids', 'post', connections, [
+      { subject: 'plantstore postgres client ids', yardstick: 'bare postgres client ids' },
+    ]),
+  );
   return groups;
 }
 

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import pg from 'pg';
-import { createTokens, type Keeper } from './seed.js';
+import { clientIdsAbove, CREATED_BY_A_TURN, createTokens, type Keeper } from './seed.js';
 
 /** The PostgreSQL to measure on: PLANTSTORE_BENCH_DATABASE_URL, else the local default. */
 export const BENCH_POSTGRES_URL =
@@ -38,15 +38,29 @@ export interface SeededSchema {
   drop(): Promise<void>;
 }
 
+export interface SchemaOptions {
+  /** Plants more whose ids clients chose above the counter, as seedSqlite seeds them. */
+  clientIds?: number;
+  /**
+   * The sequence set above every plant's id: for the bare yardstick, which draws its ids
+   * from plantstore's sequence and has no record of taken ids to skip (as SQLite's
+   * AUTOINCREMENT goes on above the largest id for the SQLite yardsticks).
+   */
+  sequenceAboveAll?: boolean;
+}
+
 /**
  * A new schema in the database at `adminUrl`, migrated by plantstore, with tokens and
- * plants 1..n as the SQLite seed has them.
+ * plants 1..n as the SQLite seed has them; with `clientIds`, the plants clients gave ids
+ * above the counter, each id recorded in plant_ids_taken as plantstore records it.
  */
 export async function seedSchema(
   adminUrl: string,
   n: number,
   tokensFile: string,
+  options: SchemaOptions = {},
 ): Promise<SeededSchema> {
+  const clientIds = options.clientIds ?? 0;
   const schema = `bench_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
@@ -60,12 +74,23 @@ export async function seedSchema(
      SELECT x, 'plant ' || x, CASE WHEN x % 4 = 0 THEN 'shade' END FROM generate_series(1, $1::bigint) x`,
     [n],
   );
+  const { first, last } = clientIdsAbove(n, clientIds);
+  if (clientIds > 0) {
+    const ids = 'generate_series($1::bigint, $2::bigint, 2) x';
+    await admin.query(
+      `INSERT INTO plants (id, name, tag)
+       SELECT x, 'plant ' || x, CASE WHEN x % 4 = 0 THEN 'shade' END FROM ${ids}`,
+      [first, last],
+    );
+    await admin.query(`INSERT INTO plant_ids_taken (id) SELECT x FROM ${ids}`, [first, last]);
+  }
   // Server-assigned ids go on above the seeded ones, as if the server had assigned them.
-  await admin.query("SELECT setval('plant_id_seq', $1)", [n]);
-  await admin.query('VACUUM ANALYZE plants');
+  const sequence = options.sequenceAboveAll === true ? Math.max(n, last) : n;
+  await admin.query("SELECT setval('plant_id_seq', $1)", [sequence]);
+  await admin.query('VACUUM ANALYZE plants, plant_ids_taken');
   return {
     url,
-    keeper: new PostgresKeeper(admin),
+    keeper: new PostgresKeeper(admin, clientIds),
     async drop() {
       await admin.query(`DROP SCHEMA ${schema} CASCADE`);
       undropped.delete(schema);
@@ -99,7 +124,11 @@ export async function dropUndroppedSchemas(report: (line: string) => void): Prom
 }
 
 export class PostgresKeeper implements Keeper {
-  constructor(readonly client: pg.Client) {}
+  /** `clientIds`: the schema's plants whose ids clients chose (seedSchema), kept by trim. */
+  constructor(
+    readonly client: pg.Client,
+    private readonly clientIds = 0,
+  ) {}
 
   async refill(from: number, to: number): Promise<void> {
     if (to < from) return;
@@ -112,7 +141,10 @@ export class PostgresKeeper implements Keeper {
   }
 
   async trim(plants: number): Promise<void> {
-    await this.client.query('DELETE FROM plants WHERE id > $1', [plants]);
+    await this.client.query(`DELETE FROM plants WHERE ${CREATED_BY_A_TURN((n) => `$${n}`)}`, [
+      plants,
+      clientIdsAbove(plants, this.clientIds).last,
+    ]);
   }
 
   /** The schema is dropped by SeededSchema.drop, which closes the client. */

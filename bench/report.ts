@@ -1,4 +1,5 @@
 /** The tables of a run, in Markdown: results, validity, targets. Pure. */
+import { DATA_SETS } from './plan.js';
 import type { Row } from './rows.js';
 import { SCENARIOS } from './scenarios.js';
 import type { Side } from './summary.js';
@@ -14,10 +15,16 @@ const pct = (share: number | undefined): string =>
 const tableOf = (head: string[], lines: string[][]): string =>
   [head, head.map(() => '---'), ...lines].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 
-export const rowName = (r: Row): string =>
-  `${SCENARIOS[r.scenario].label}, ${plantsText(r.plants)}, ${r.connections} conn: ${r.subject.name} ÷ ${r.yardstick.name}`;
+/** The plants a row's data set holds: `1M`, or `1M + 1M client ids` (bench/seed.ts). */
+export const plantsCell = (r: Row): string =>
+  plantsText(r.plants) +
+  (r.clientIds > 0 ? ` + ${plantsText(r.clientIds)} client ids above the counter` : '');
 
-const database = (r: Row): string => (r.data === 'postgres' ? 'PostgreSQL' : 'SQLite');
+export const rowName = (r: Row): string =>
+  `${SCENARIOS[r.scenario].label}, ${plantsCell(r)}, ${r.connections} conn: ${r.subject.name} ÷ ${r.yardstick.name}`;
+
+const database = (r: Row): string =>
+  DATA_SETS[r.data].database === 'postgres' ? 'PostgreSQL' : 'SQLite';
 
 const RESULT_HEAD = [
   'scenario',
@@ -46,7 +53,7 @@ const RESULT_HEAD = [
 const resultCells = (r: Row): string[] => [
   SCENARIOS[r.scenario].label,
   database(r),
-  plantsText(r.plants),
+  plantsCell(r),
   String(r.connections),
   r.subject.name,
   r.yardstick.name,

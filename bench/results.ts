@@ -66,6 +66,11 @@ function methodText(meta: RunMeta, facts: Facts): string {
 - Each server has its own copy of the data (plants 1..N, one in four tagged). DELETE walks distinct
   ids; after each turn the deleted plants are put back and created ones removed, outside the
   measured time. ${plantsText(facts.smallPlants)} rows have no DELETE: a turn would walk the whole table.
+- Every POST creates without an id: the server assigns it. Rows on "${plantsText(facts.largePlants)} + ${plantsText(facts.largePlants)} client ids
+  above the counter" have as many plants again whose ids clients chose, every other id above the
+  server's counter, recorded as plantstore records them (runs on SQLite, plant_ids_taken on
+  PostgreSQL): every other server-assigned id meets one to skip. Their yardsticks assign ids above
+  the largest (AUTOINCREMENT; the sequence set there), as an application without client ids would.
 - A row is **invalid** when, in the median of its turns, wrk used more than ${LIMITS.wrkMax * 100}% of its core,
   a server that should be CPU-bound (at 64 connections; not a power-durable write, not a SQLite yardstick's write, not PostgreSQL)
   used less than ${LIMITS.serverMin * 100}% of its own, other processes used more than ${LIMITS.otherMax} cores or the

@@ -10,6 +10,8 @@ export interface Row {
   scenario: ScenarioId;
   data: DataSet;
   plants: number;
+  /** Plants more, whose ids clients chose above the server's counter (bench/seed.ts). */
+  clientIds: number;
   connections: number;
   rounds: number;
   subject: Side;
@@ -21,7 +23,10 @@ export interface Row {
   reasons: string[];
 }
 
-export function rowsOf(result: GroupResult, plants: Record<DataSet, number>): Row[] {
+export function rowsOf(
+  result: GroupResult,
+  sizes: { plants: Record<DataSet, number>; clientIds: Record<DataSet, number> },
+): Row[] {
   const { plan, turns } = result;
   const scenario = SCENARIOS[plan.scenario];
   const sideOf = (name: ContenderName) => {
@@ -45,7 +50,8 @@ export function rowsOf(result: GroupResult, plants: Record<DataSet, number>): Ro
       group: plan.id,
       scenario: plan.scenario,
       data: plan.data,
-      plants: plants[plan.data],
+      plants: sizes.plants[plan.data],
+      clientIds: sizes.clientIds[plan.data],
       connections: plan.connections,
       rounds: subject.side.turns,
       subject: subject.side,

@@ -25,7 +25,7 @@ export interface Scenario {
   probe: { method: string; path: (plants: number) => string; body?: string };
 }
 
-export type ScenarioId = 'delete' | 'post' | 'getOne' | 'list';
+export type ScenarioId = 'delete' | 'post' | 'getOne' | 'list' | 'tagList';
 
 const POST_BODY = '{"name":"Bench plant","tag":"shade"}';
 
@@ -82,5 +82,14 @@ export const SCENARIOS: Record<ScenarioId, Scenario> = {
     load: { mode: 'static', method: 'GET', path: '/plants?limit=100' },
     writes: false,
     probe: { method: 'GET', path: () => '/plants?limit=100' },
+  },
+  // The tag filter: one plant in four carries the tag, so a page reads 100 of the tag index's
+  // entries whatever the table's size.
+  tagList: {
+    label: 'GET /plants?tag=shade&limit=100',
+    expected: 200,
+    load: { mode: 'static', method: 'GET', path: '/plants?tag=shade&limit=100' },
+    writes: false,
+    probe: { method: 'GET', path: () => '/plants?tag=shade&limit=100' },
   },
 };

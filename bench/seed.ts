@@ -42,8 +42,35 @@ export async function createTokens(
   writeFileSync(tokensFile, `${tokens.join('\n')}\n`);
 }
 
-/** A new SQLite database at `file` with tokens and plants 1..n. */
-export async function seedSqlite(file: string, n: number, tokensFile: string): Promise<void> {
+/**
+ * The ids clients chose above a counter at `plants`: every other id, plants + 2, plants + 4,
+ * ..., `clientIds` of them. Every other server-assigned id then meets one to skip, the most
+ * skips a create can meet; a server create takes plants + 1, + 3, ...
+ */
+export const clientIdsAbove = (plants: number, clientIds: number) => ({
+  first: plants + 2,
+  last: plants + 2 * clientIds,
+});
+
+/**
+ * The SQL condition (on `id`) of the plants a turn created, to be deleted after it: above
+ * the seeded ones, and not one of the clients' (which the server skipped). Parameters: the
+ * seeded plants, and the last client id (the seeded plants when there are none).
+ */
+export const CREATED_BY_A_TURN = (p: (n: 1 | 2) => string): string =>
+  `id > ${p(1)} AND NOT (id <= ${p(2)} AND (id - ${p(1)}) % 2 = 0)`;
+
+/**
+ * A new SQLite database at `file` with tokens and plants 1..n; with `clientIds`, that many
+ * plants more whose ids clients chose above the counter (clientIdsAbove), recorded as
+ * plantstore records them: a run of one id each in plant_id_runs (src/store/sqlite/plant-ids.ts).
+ */
+export async function seedSqlite(
+  file: string,
+  n: number,
+  tokensFile: string,
+  clientIds = 0,
+): Promise<void> {
   await createTokens({ db: file }, tokensFile);
   const db = new Database(file);
   try {
@@ -55,6 +82,15 @@ export async function seedSqlite(file: string, n: number, tokensFile: string): P
       ).run(n);
       // Server-assigned ids go on above the seeded ones, as if the server had assigned them.
       db.prepare('UPDATE plant_id_counter SET last = ?').run(n);
+      if (clientIds > 0) {
+        const { first, last } = clientIdsAbove(n, clientIds);
+        const ids = `WITH RECURSIVE ids(x) AS (SELECT ? UNION ALL SELECT x + 2 FROM ids WHERE x < ?)`;
+        db.prepare(`${ids} INSERT INTO plants (id, name, tag) ${PLANT_ROWS}`).run(first, last);
+        db.prepare(`${ids} INSERT INTO plant_id_runs (first, last) SELECT x, x FROM ids`).run(
+          first,
+          last,
+        );
+      }
     })();
     db.pragma('wal_checkpoint(TRUNCATE)');
   } finally {
@@ -69,7 +105,7 @@ export async function seedSqlite(file: string, n: number, tokensFile: string): P
 export interface Keeper {
   /** Puts plants from..to back as seeded, where missing. */
   refill(from: number, to: number): Promise<void>;
-  /** Deletes the plants with an id above `plants`. */
+  /** Deletes the plants with an id above `plants`, but those clients chose in the seed. */
   trim(plants: number): Promise<void>;
   close(): Promise<void>;
 }
@@ -77,9 +113,13 @@ export interface Keeper {
 export class SqliteKeeper implements Keeper {
   private readonly db: Database.Database;
   private readonly insert: Database.Statement<[number, number]>;
-  private readonly remove: Database.Statement<[number]>;
+  private readonly remove: Database.Statement<[{ plants: number; last: number }]>;
 
-  constructor(file: string) {
+  /** `clientIds`: the data set's plants whose ids clients chose (seedSqlite), kept by trim. */
+  constructor(
+    file: string,
+    private readonly clientIds = 0,
+  ) {
     this.db = new Database(file, { fileMustExist: true });
     this.db.pragma('busy_timeout = 5000');
     // JavaScript numbers bind as REAL: cast, or the names would read `plant 12.0`.
@@ -87,7 +127,9 @@ export class SqliteKeeper implements Keeper {
       `WITH RECURSIVE ids(x) AS (SELECT CAST(? AS INTEGER) UNION ALL SELECT x + 1 FROM ids WHERE x < ?)
        INSERT OR IGNORE INTO plants (id, name, tag) ${PLANT_ROWS}`,
     );
-    this.remove = this.db.prepare('DELETE FROM plants WHERE id > ?');
+    this.remove = this.db.prepare(
+      `DELETE FROM plants WHERE ${CREATED_BY_A_TURN((n) => (n === 1 ? '@plants' : '@last'))}`,
+    );
   }
 
   async refill(from: number, to: number): Promise<void> {
@@ -96,7 +138,7 @@ export class SqliteKeeper implements Keeper {
   }
 
   async trim(plants: number): Promise<void> {
-    this.remove.run(plants);
+    this.remove.run({ plants, last: clientIdsAbove(plants, this.clientIds).last });
     this.checkpoint();
   }
 

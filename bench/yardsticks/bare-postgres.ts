@@ -56,6 +56,8 @@ const SQL = {
   remove: 'DELETE FROM plants WHERE id = $1',
   pageAll: 'SELECT id, name, tag FROM plants ORDER BY id LIMIT $1',
   pageAfter: 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2',
+  pageTag: 'SELECT id, name, tag FROM plants WHERE tag = $1 ORDER BY id LIMIT $2',
+  pageTagAfter: 'SELECT id, name, tag FROM plants WHERE tag = $1 AND id > $2 ORDER BY id LIMIT $3',
   insert: `INSERT INTO plants (id, name, tag) VALUES (nextval('plant_id_seq'), $1, $2)
            RETURNING id, name, tag`,
 } as const;
@@ -103,12 +105,15 @@ function list(req: IncomingMessage, res: ServerResponse, query: string): void {
   const page = parseListQuery(query);
   if (page === undefined) return write(res, BAD_QUERY);
   if (hasBody(req)) return write(res, NO_BODY);
-  const { limit, after } = page;
+  const { limit, after, tag } = page;
   // One row more than asked tells whether another page follows.
-  if (after === undefined) {
-    return run(res, 'pageAll', [limit + 1], (r) => pageAnswer(r.rows, limit));
+  const answer = (r: pg.QueryResult<PlantRow>) => pageAnswer(r.rows, limit, tag);
+  if (tag !== undefined) {
+    if (after === undefined) return run(res, 'pageTag', [tag, limit + 1], answer);
+    return run(res, 'pageTagAfter', [tag, String(after), limit + 1], answer);
   }
-  run(res, 'pageAfter', [String(after), limit + 1], (r) => pageAnswer(r.rows, limit));
+  if (after === undefined) return run(res, 'pageAll', [limit + 1], answer);
+  run(res, 'pageAfter', [String(after), limit + 1], answer);
 }
 
 function create(req: IncomingMessage, res: ServerResponse): void {

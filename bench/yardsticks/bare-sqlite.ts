@@ -35,7 +35,7 @@ import { hasBody, listen, readJson, write, yardstickArgs } from './node-http.js'
 
 const args = yardstickArgs();
 if (args.db === undefined) throw new Error('bare-sqlite: --db FILE is required');
-const { db, statements: sql, create: createPlant, grants } = openSqlite(args.db);
+const { db, statements: sql, page: pageOf, create: createPlant, grants } = openSqlite(args.db);
 const tokens = new TokenCheck(grants, (t) => createHash('sha256').update(t).digest('hex'));
 
 /** Runs a statement, answering 503 when the database cannot be used and 500 otherwise. */
@@ -80,16 +80,9 @@ function list(req: IncomingMessage, res: ServerResponse, query: string): void {
   const page = parseListQuery(query);
   if (page === undefined) return write(res, BAD_QUERY);
   if (hasBody(req)) return write(res, NO_BODY);
-  const { limit, after } = page;
-  // One row more than asked tells whether another page follows.
   write(
     res,
-    guarded(() =>
-      pageAnswer(
-        after === undefined ? sql.pageAll.all(limit + 1) : sql.pageAfter.all(after, limit + 1),
-        limit,
-      ),
-    ),
+    guarded(() => pageAnswer(pageOf(page), page.limit, page.tag)),
   );
 }
 

@@ -59,12 +59,16 @@ export const createdAnswer = (p: PlantRow): Answer =>
   json(201, plantJson(p), { location: `/plants/${p.id}` });
 export const DELETED: Answer = { status: 204, headers: {} };
 
-/** One page of the list; `rows` holds one row more than `limit` when another page follows. */
-export function pageAnswer(rows: PlantRow[], limit: number): Answer {
+/**
+ * One page of the list; `rows` holds one row more than `limit` when another page follows.
+ * The next page's link keeps the tag filter, encoded as plantstore encodes it.
+ */
+export function pageAnswer(rows: PlantRow[], limit: number, tag?: string): Answer {
   const headers: Record<string, string> = {};
   if (rows.length > limit) {
     rows.length = limit;
-    headers.link = `</plants?limit=${limit}&after=${rows[limit - 1]!.id}>; rel="next"`;
+    const tagParam = tag === undefined ? '' : `&tag=${encodeURIComponent(tag)}`;
+    headers.link = `</plants?limit=${limit}&after=${rows[limit - 1]!.id}${tagParam}>; rel="next"`;
   }
   return json(200, `[${rows.map(plantJson).join(',')}]`, headers);
 }
@@ -79,17 +83,27 @@ export function parseInt64(text: string): bigint | undefined {
   return value >= INT64_MIN && value <= INT64_MAX ? value : undefined;
 }
 
-/** `limit` (1..1000, default 100) and `after` of a list query, or undefined if invalid. */
-export function parseListQuery(query: string): { limit: number; after?: bigint } | undefined {
-  let limit = 100;
-  let after: bigint | undefined;
+/** A list query: a page of `limit` plants after `after`, only those tagged `tag` if given. */
+export interface ListQuery {
+  limit: number;
+  after?: bigint;
+  tag?: string;
+}
+
+/**
+ * `limit` (1..1000, default 100), `after` and `tag` (1..50 characters) of a list query, or
+ * undefined if invalid.
+ */
+export function parseListQuery(query: string): ListQuery | undefined {
+  const page: ListQuery = { limit: 100 };
   for (const [key, value] of new URLSearchParams(query)) {
     const n = parseInt64(value);
-    if (key === 'limit' && n !== undefined && n >= 1n && n <= 1000n) limit = Number(n);
-    else if (key === 'after' && n !== undefined) after = n;
+    if (key === 'limit' && n !== undefined && n >= 1n && n <= 1000n) page.limit = Number(n);
+    else if (key === 'after' && n !== undefined) page.after = n;
+    else if (key === 'tag' && value.length >= 1 && value.length <= 50) page.tag = value;
     else return undefined;
   }
-  return after === undefined ? { limit } : { limit, after };
+  return page;
 }
 
 /** A create body: `name` 1..100 characters, not blank; `tag` 1..50; nothing else. */

@@ -38,7 +38,7 @@ import { openSqlite } from './sqlite.js';
 
 const args = yardstickArgs();
 if (args.db === undefined) throw new Error('fastify-sqlite: --db FILE is required');
-const { db, statements: sql, create: createPlant, grants } = openSqlite(args.db);
+const { db, statements: sql, page: pageOf, create: createPlant, grants } = openSqlite(args.db);
 const tokens = new TokenCheck(grants, (t) => createHash('sha256').update(t).digest('hex'));
 
 const app = Fastify({ logger: false, bodyLimit: MAX_BODY });
@@ -86,15 +86,9 @@ app.get('/plants', (req, reply) => {
   const q = req.url.indexOf('?');
   const page = parseListQuery(q === -1 ? '' : req.url.slice(q + 1));
   if (page === undefined) return send(reply, BAD_QUERY);
-  const { limit, after } = page;
   return send(
     reply,
-    guarded(() =>
-      pageAnswer(
-        after === undefined ? sql.pageAll.all(limit + 1) : sql.pageAfter.all(after, limit + 1),
-        limit,
-      ),
-    ),
+    guarded(() => pageAnswer(pageOf(page), page.limit, page.tag)),
   );
 });
 

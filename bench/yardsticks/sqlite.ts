@@ -5,7 +5,7 @@
  * once at start.
  */
 import Database from 'better-sqlite3';
-import type { PlantRow, TokenGrant } from './common.js';
+import type { ListQuery, PlantRow, TokenGrant } from './common.js';
 
 export function openSqlite(file: string) {
   const db = new Database(file, { fileMustExist: true });
@@ -23,6 +23,24 @@ export function openSqlite(file: string) {
     pageAfter: db.prepare<[bigint, number], PlantRow>(
       'SELECT id, name, tag FROM plants WHERE id > ? ORDER BY id LIMIT ?',
     ),
+    // The tag filter reads plantstore's index plants_by_tag (tag, id), as plantstore does.
+    pageTag: db.prepare<[string, number], PlantRow>(
+      'SELECT id, name, tag FROM plants WHERE tag = ? ORDER BY id LIMIT ?',
+    ),
+    pageTagAfter: db.prepare<[string, bigint, number], PlantRow>(
+      'SELECT id, name, tag FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?',
+    ),
+  };
+  /** One page of the list and one row more, which tells whether another page follows. */
+  const page = ({ limit, after, tag }: ListQuery): PlantRow[] => {
+    if (tag !== undefined) {
+      return after === undefined
+        ? statements.pageTag.all(tag, limit + 1)
+        : statements.pageTagAfter.all(tag, after, limit + 1);
+    }
+    return after === undefined
+      ? statements.pageAll.all(limit + 1)
+      : statements.pageAfter.all(after, limit + 1);
   };
   /**
    * Creates a plant and returns it. `.all()`, not `.get()`: `.get()` resets the statement after
@@ -39,5 +57,5 @@ export function openSqlite(file: string) {
        WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
     )
     .all(BigInt(Date.now()));
-  return { db, statements, create, grants };
+  return { db, statements, page, create, grants };
 }

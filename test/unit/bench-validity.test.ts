@@ -106,6 +106,7 @@ function row(over: Partial<Row>): Row {
     scenario: 'getOne',
     data: 'sqlite-large',
     plants: 1_000_000,
+    clientIds: 0,
     connections: 64,
     rounds: 8,
     subject: busy,
@@ -126,6 +127,23 @@ describe('checks', () => {
     assert.equal(
       get?.measured,
       'req/s 0.96× (rounds 0.90 to 1.01), CPU 0.94× (rounds 0.88 to 0.99)',
+    );
+  });
+
+  it('holds creates after client ids to the same creates on the fresh store, within 15%', () => {
+    const post = (subject: string, rps: number, cpuUs: number) =>
+      row({ scenario: 'post', subject: { ...busy, name: subject, rps, cpuUs } });
+    const verdict = (rps: number) =>
+      checks([post('plantstore power', 10000, 40), post('plantstore client ids', rps, 40)], facts)
+        .filter((c) => c.target.includes('client ids above the counter'))
+        .map((c) => c.met);
+    assert.deepEqual(verdict(9000), [true, undefined], 'PostgreSQL not measured');
+    assert.deepEqual(verdict(8000), [false, undefined]);
+    const target = checks([], facts).find((c) => c.target.includes('client ids'))?.target;
+    assert.equal(
+      target,
+      'POST /plants (SQLite, power durability, without an id, 64 connections): ' +
+        '1M + 1M client ids above the counter within 15% of 1M fresh (req/s and CPU per request)',
     );
   });
 
@@ -191,6 +209,27 @@ describe('the plan', () => {
     assert.ok(rows.includes('sqlite-large/getOne/64 bare'), 'the self-check');
   });
 
+  it('has the rows of the paths users take at both sizes, on SQLite and PostgreSQL', () => {
+    const rows = fullPlan(64).flatMap((g) => g.rows.map((r) => `${g.id} ${r.subject}`));
+    for (const [large, small] of [
+      ['sqlite-large', 'sqlite-small'],
+      ['postgres', 'postgres-small'],
+    ]) {
+      for (const s of ['post', 'tagList']) {
+        assert.ok(
+          rows.some((r) => r.startsWith(`${large}/${s}/64 `)),
+          `${large} ${s}`,
+        );
+        assert.ok(
+          rows.some((r) => r.startsWith(`${small}/${s}/64 `)),
+          `${small} ${s}`,
+        );
+      }
+    }
+    assert.ok(rows.includes('sqlite-client-ids/post/64 plantstore client ids'));
+    assert.ok(rows.includes('postgres-client-ids/post/64 plantstore postgres client ids'));
+  });
+
   it('selects groups by any part of their id', () => {
     const ids = selectGroups(fullPlan(64), ['postgres', '/1']).map((g) => g.id);
     assert.deepEqual(ids, [
@@ -200,6 +239,10 @@ describe('the plan', () => {
       'postgres/post/64',
       'postgres/getOne/64',
       'postgres/list/64',
+      'postgres/tagList/64',
+      'postgres-small/post/64',
+      'postgres-small/tagList/64',
+      'postgres-client-ids/post/64',
     ]);
   });
 });

@@ -78,7 +78,18 @@ describe('answers', () => {
     assert.deepEqual(parseListQuery('limit=100'), { limit: 100 });
     assert.deepEqual(parseListQuery('after=-5'), { limit: 100, after: -5n });
     assert.equal(parseListQuery('limit=1001'), undefined);
-    assert.equal(parseListQuery('tag=x'), undefined);
+    assert.deepEqual(parseListQuery('tag=shade&limit=100'), { limit: 100, tag: 'shade' });
+    assert.equal(parseListQuery(`tag=${'x'.repeat(51)}`), undefined);
+    assert.equal(parseListQuery('tag='), undefined);
+    assert.equal(parseListQuery('name=x'), undefined);
+  });
+
+  it('keeps the tag filter in the next page’s link, encoded as plantstore encodes it', () => {
+    const rows = [1n, 2n].map((id) => ({ id, name: `plant ${id}`, tag: 'a b+c' }));
+    assert.equal(
+      pageAnswer(rows, 1, 'a b+c').headers.link,
+      '</plants?limit=1&after=1&tag=a%20b%2Bc>; rel="next"',
+    );
   });
 
   it('takes a create body with a name and an optional tag, nothing else', () => {
