@@ -1,5 +1,5 @@
 import type { Log } from '../core/log.js';
-import type { Store } from '../store/store.js';
+import type { AuditStore, IdempotencyStore, Store } from '../store/store.js';
 
 /** How often a process prunes what grows with writes. */
 export const MAINTENANCE_INTERVAL_MS = 60_000;
@@ -19,17 +19,25 @@ export interface MaintenanceOptions {
 /** What one round deleted. */
 export interface Pruned {
   takenIds: number;
+  idempotencyKeys: number;
   auditEntries: number;
+}
+
+/** What the loop needs of a store: the prunes. */
+export interface PrunedStore {
+  audit: Pick<AuditStore, 'prune'>;
+  idempotency: Pick<IdempotencyStore, 'prune'>;
+  pruneTakenIds?: Store['pruneTakenIds'];
 }
 
 /**
  * The background loop that keeps the tables that grow with writes bounded, once a minute on
  * every process (rounds on several processes at once delete nothing twice): the records of
- * ids taken that no create needs any more (PostgreSQL; SQLite's creates prune their own), and,
- * with a retention, the audit entries older than it. The other tables are pruned elsewhere:
- * expired Idempotency-Keys by the claims that write new ones, webhook messages past their
- * retention by the dispatcher's housekeeping, ended rate-limit windows by RateLimitSync. Each
- * table's bound is in the README, "Tables and their growth".
+ * ids taken that no create needs any more (PostgreSQL; SQLite's creates prune their own), the
+ * Idempotency-Keys expired (claims delete some on their way too, but only while creates with
+ * keys go on), and, with a retention, the audit entries older than it. Webhook messages past
+ * their retention are deleted by the dispatcher's housekeeping, ended rate-limit windows by
+ * RateLimitSync. Each table's bound is in the README, "Tables and their growth".
  */
 export class Maintenance {
   private timer: NodeJS.Timeout | undefined;
@@ -37,7 +45,7 @@ export class Maintenance {
   private running: Promise<Pruned> | undefined;
 
   constructor(
-    private readonly store: Pick<Store, 'audit' | 'pruneTakenIds'>,
+    private readonly store: PrunedStore,
     private readonly options: MaintenanceOptions,
   ) {}
 
@@ -66,14 +74,18 @@ export class Maintenance {
 
   private async prune(): Promise<Pruned> {
     const { store, options } = this;
-    const pruned: Pruned = { takenIds: 0, auditEntries: 0 };
-    // Each table on its own: one that fails to prune does not keep the other from it.
+    const pruned: Pruned = { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 };
+    const now = (options.now ?? Date.now)();
+    // Each table on its own: one that fails to prune does not keep the others from it.
     if (store.pruneTakenIds !== undefined) {
       const pruneTakenIds = store.pruneTakenIds.bind(store);
       pruned.takenIds = await this.guarded('ids taken', () => this.batches(pruneTakenIds));
     }
+    pruned.idempotencyKeys = await this.guarded('idempotency keys', () =>
+      this.batches((batch) => store.idempotency.prune(new Date(now), batch)),
+    );
     if (options.auditRetentionMs !== undefined) {
-      const before = new Date((options.now ?? Date.now)() - options.auditRetentionMs);
+      const before = new Date(now - options.auditRetentionMs);
       pruned.auditEntries = await this.guarded('audit entries', () =>
         this.batches((batch) => store.audit.prune(before, batch)),
       );

@@ -87,6 +87,12 @@ export interface IdempotencyStore {
   claim(claim: IdempotencyClaim): Promise<ClaimOutcome>;
   settle(key: ClaimedKey, refusal: KeptRefusal): Promise<void>;
   release(key: ClaimedKey): Promise<void>;
+  /**
+   * Deletes up to `batch` keys expired at `now`; answers how many (fewer than `batch`: none
+   * is left). Claims delete a few expired keys on their way too; this keeps the table to a
+   * day's keys also when creates with keys stop.
+   */
+  prune(now: Date, batch: number): Promise<number>;
 }
 
 export interface NewToken {

@@ -101,6 +101,21 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('idempotency_keys: a maintenance round deletes every expired key, with no claim', async (t) => {
+      const { store, rows } = await backend.fresh(t);
+      for (let i = 0; i < 120; i++) {
+        await store.idempotency.claim({ tokenId: 1, key: `k${i}`, fingerprint: 'f', at: T0 });
+      }
+      await store.idempotency.claim({ tokenId: 1, key: 'young', fingerprint: 'f', at: at(1) });
+      const round = (ms: number) =>
+        new Maintenance(store, { log: silentLog, now: () => T0.getTime() + ms }).round();
+      assert.equal((await round(IDEMPOTENCY_KEY_TTL_MS - 1)).idempotencyKeys, 0, 'none expired');
+      assert.equal((await round(IDEMPOTENCY_KEY_TTL_MS)).idempotencyKeys, 120);
+      assert.equal(await rows('idempotency_keys'), 1, 'the young key');
+      assert.equal((await round(IDEMPOTENCY_KEY_TTL_MS + 1)).idempotencyKeys, 1);
+      assert.equal(await rows('idempotency_keys'), 0);
+    });
+
     it('webhook_messages and webhook_attempts: purged with their retention, pending ones kept', async (t) => {
       const { store, rows } = await backend.fresh(t);
       await store.webhooks.create({

@@ -5,6 +5,7 @@ import {
   Maintenance,
   type MaintenanceOptions,
   PRUNE_BATCH,
+  type PrunedStore,
 } from '../../src/service/maintenance.js';
 import type { AuditStore } from '../../src/store/store.js';
 
@@ -74,12 +75,27 @@ function deferred<T>() {
   return { promise, resolve, reject };
 }
 
+/** Expired Idempotency-Keys as counts: each prune answers the next, and records its time. */
+function expiredKeys(...counts: number[]) {
+  const prunes: { now: string; batch: number }[] = [];
+  return {
+    prunes,
+    async prune(now: Date, batch: number) {
+      prunes.push({ now: now.toISOString(), batch });
+      return counts.shift() ?? 0;
+    },
+  };
+}
+
 function maintenance(
-  store: { audit: AuditStore; pruneTakenIds?: (batch: number) => Promise<number> },
+  store: Omit<PrunedStore, 'idempotency'> & Partial<Pick<PrunedStore, 'idempotency'>>,
   options: Partial<MaintenanceOptions> = {},
 ) {
   const { lines, log } = recorder();
-  const loop = new Maintenance(store, { log, now: () => NOW, ...options });
+  const loop = new Maintenance(
+    { idempotency: expiredKeys(), ...store },
+    { log, now: () => NOW, ...options },
+  );
   return { loop, lines };
 }
 
@@ -89,7 +105,7 @@ describe('Maintenance', () => {
     // 40 days, 30 days and a minute, 30 days less a minute, an hour, now.
     audit.add(40 * DAY_MS, 30 * DAY_MS + 60_000, 30 * DAY_MS - 60_000, HOUR_MS, 0);
     const { loop, lines } = maintenance({ audit }, { auditRetentionMs: 30 * DAY_MS });
-    assert.deepEqual(await loop.round(), { takenIds: 0, auditEntries: 2 });
+    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 2 });
     assert.deepEqual(audit.prunes, [{ before: '2026-10-26T12:00:00.000Z', batch: PRUNE_BATCH }]);
     assert.deepEqual(
       audit.entries.map((entry) => entry.seq),
@@ -103,7 +119,7 @@ describe('Maintenance', () => {
       },
     ]);
     // Nothing older left: the next round deletes nothing and says nothing.
-    assert.deepEqual(await loop.round(), { takenIds: 0, auditEntries: 0 });
+    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 });
     assert.equal(lines.length, 1);
   });
 
@@ -111,10 +127,26 @@ describe('Maintenance', () => {
     const audit = new MemoryAudit();
     audit.add(3650 * DAY_MS, 400 * DAY_MS, 0);
     const { loop, lines } = maintenance({ audit });
-    assert.deepEqual(await loop.round(), { takenIds: 0, auditEntries: 0 });
+    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 });
     assert.deepEqual(audit.prunes, []);
     assert.equal(audit.entries.length, 3);
     assert.deepEqual(lines, []);
+  });
+
+  it('a round deletes the Idempotency-Keys expired by the clock given, batch after batch', async () => {
+    const idempotency = expiredKeys(PRUNE_BATCH, 12, 0);
+    const { loop, lines } = maintenance({ audit: new MemoryAudit(), idempotency });
+    assert.deepEqual(await loop.round(), {
+      takenIds: 0,
+      idempotencyKeys: PRUNE_BATCH + 12,
+      auditEntries: 0,
+    });
+    const now = new Date(NOW).toISOString();
+    assert.deepEqual(idempotency.prunes, [
+      { now, batch: PRUNE_BATCH },
+      { now, batch: PRUNE_BATCH },
+    ]);
+    assert.deepEqual(lines, [], 'routine: not logged');
   });
 
   it('deletes a large backlog batch after batch, until a batch finds fewer', async () => {
@@ -129,13 +161,14 @@ describe('Maintenance', () => {
     const { loop } = maintenance({ audit, pruneTakenIds }, { auditRetentionMs: DAY_MS });
     assert.deepEqual(await loop.round(), {
       takenIds: 3 * PRUNE_BATCH + 17,
+      idempotencyKeys: 0,
       auditEntries: 2 * PRUNE_BATCH + 7,
     });
     assert.deepEqual(batches, [PRUNE_BATCH, PRUNE_BATCH, PRUNE_BATCH, PRUNE_BATCH]);
     assert.equal(audit.prunes.length, 3, 'two full batches and the rest');
     assert.equal(audit.entries.length, 1);
     // The next round starts a new pass: one batch that finds nothing.
-    assert.deepEqual(await loop.round(), { takenIds: 0, auditEntries: 0 });
+    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 });
     assert.deepEqual(batches.length, 5);
   });
 
@@ -148,7 +181,7 @@ describe('Maintenance', () => {
       return 3;
     };
     const { loop, lines } = maintenance({ audit, pruneTakenIds }, { auditRetentionMs: DAY_MS });
-    assert.deepEqual(await loop.round(), { takenIds: 0, auditEntries: 1 });
+    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 1 });
     assert.deepEqual(
       lines.map(({ level, message, fields }) => [level, message, fields.table]),
       [
@@ -160,10 +193,10 @@ describe('Maintenance', () => {
 
     audit.add(2 * DAY_MS);
     audit.failing = new Error('database is locked');
-    assert.deepEqual(await loop.round(), { takenIds: 3, auditEntries: 0 });
+    assert.deepEqual(await loop.round(), { takenIds: 3, idempotencyKeys: 0, auditEntries: 0 });
     assert.deepEqual(lines.at(-1)?.fields.table, 'audit entries');
     audit.failing = undefined;
-    assert.deepEqual(await loop.round(), { takenIds: 3, auditEntries: 1 });
+    assert.deepEqual(await loop.round(), { takenIds: 3, idempotencyKeys: 0, auditEntries: 1 });
   });
 
   it('answers a round already under way instead of starting a second', async () => {
@@ -177,7 +210,7 @@ describe('Maintenance', () => {
     const first = loop.round();
     assert.equal(loop.round(), first);
     held.resolve(1);
-    assert.deepEqual(await first, { takenIds: 1, auditEntries: 0 });
+    assert.deepEqual(await first, { takenIds: 1, idempotencyKeys: 0, auditEntries: 0 });
     assert.equal(calls, 1);
   });
 
@@ -190,8 +223,9 @@ describe('Maintenance', () => {
     };
     const audit = new MemoryAudit();
     audit.add(2 * DAY_MS);
+    const idempotency = expiredKeys(3);
     const { loop, lines } = maintenance(
-      { audit, pruneTakenIds },
+      { audit, idempotency, pruneTakenIds },
       { auditRetentionMs: DAY_MS, intervalMs: 10 },
     );
     loop.start({ now: true });
@@ -204,7 +238,8 @@ describe('Maintenance', () => {
     held.resolve(PRUNE_BATCH);
     await stopping;
     assert.deepEqual(batches, [PRUNE_BATCH]);
-    assert.deepEqual(audit.prunes, [], 'no batch of the next table either');
+    assert.deepEqual(idempotency.prunes, [], 'no batch of the next tables either');
+    assert.deepEqual(audit.prunes, []);
     assert.equal(audit.entries.length, 1);
     assert.deepEqual(lines, []);
   });
@@ -219,7 +254,7 @@ describe('Maintenance', () => {
     const stopping = loop.stop();
     held.reject(new Error('the store is closed'));
     await stopping;
-    assert.deepEqual(await round, { takenIds: 0, auditEntries: 0 });
+    assert.deepEqual(await round, { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 });
     assert.deepEqual(lines, []);
   });
 

@@ -62,5 +62,16 @@ export function postgresIdempotency(query: Query): IdempotencyStore {
         [tokenId, key],
       );
     },
+    async prune(now: Date, batch: number) {
+      // Keys a claim holds (taking one over) are skipped: the claim decides about them.
+      const { rowCount } = await query(
+        'idempotency.prune',
+        `DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM idempotency_keys WHERE expires_at <= $1
+           LIMIT $2 FOR UPDATE SKIP LOCKED))`,
+        [now, batch],
+      );
+      return rowCount ?? 0;
+    },
   };
 }

@@ -32,6 +32,10 @@ function prepare(db: Database.Database) {
       `DELETE FROM idempotency_keys WHERE rowid IN
          (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ${PURGE_BATCH})`,
     ),
+    prune: db.prepare(
+      `DELETE FROM idempotency_keys WHERE rowid IN
+         (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`,
+    ),
     settle: db.prepare(
       `UPDATE idempotency_keys SET status = ?, error_code = ?, error_message = ?
        WHERE token_id = ? AND key = ? AND status IS NULL`,
@@ -53,6 +57,8 @@ export function sqliteIdempotency(db: Database.Database, batches: GroupCommit): 
       write(() => void statements.settle.run(...refusalColumns(refusal), tokenId, key)),
     release: ({ tokenId, key }: ClaimedKey) =>
       write(() => void statements.release.run(tokenId, key)),
+    prune: (now: Date, batch: number) =>
+      write(() => statements.prune.run(now.getTime(), batch).changes),
   };
 }
 
