@@ -27,7 +27,8 @@ export const USAGE = `npm run bench -- [--quick] [--rounds N] [--turn SECONDS] [
   --rounds N       measured rounds per group (default 8); each contender one turn a round
   --turn SECONDS   length of one turn of load, whole seconds (default 1)
   --only PART,...  only the groups whose id contains a PART, e.g. postgres, sqlite-large,
-                   getOne, /1 (one connection), and the webhook rows for \`webhooks\`;
+                   getOne, /1 (one connection), tagList, client-ids, the webhook
+                   rows for \`webhooks\`, the import rows for \`plants-import\`;
                    such a run never writes bench/RESULTS.md
 
 PostgreSQL rows use PLANTSTORE_BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test).

@@ -1,4 +1,5 @@
 /** The tables of a run, in Markdown: results, validity, targets. Pure. */
+import type { ImportFacts } from './import-phase.js';
 import { DATA_SETS } from './plan.js';
 import type { Row } from './rows.js';
 import { SCENARIOS } from './scenarios.js';
@@ -121,4 +122,29 @@ export function targetsTable(rows: Row[], facts: Facts): string {
     all.map((c) => [c.target, c.measured, verdict(c.met)]),
   );
   return all.some((c) => c.met === false) ? `${table}\n\n${MISSED_EXPLAINED}` : table;
+}
+
+/** The import rows: one line per import, in the order they ran on each server. */
+export function importsTable(imports: ImportFacts): string {
+  const head = [
+    'database',
+    'plants before',
+    'import',
+    'lines',
+    'seconds',
+    'lines/s',
+    'server CPU µs/line',
+    'CLI and other load (cores)',
+  ];
+  const lines = imports.runs.map((r) => [
+    r.database,
+    plantsText(r.plants),
+    r.kind,
+    fmt(r.lines),
+    fmt(r.seconds, 2),
+    fmt(r.linesPerSecond),
+    fmt(r.serverCpuUs, 1),
+    fmt(r.cliAndOtherCores, 2),
+  ]);
+  return tableOf(head, lines);
 }

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { CPU_SOURCE } from './cpu.js';
-import { reasonsList, resultsTable, targetsTable, validityTable } from './report.js';
+import { importsTable, reasonsList, resultsTable, targetsTable, validityTable } from './report.js';
 import type { Row } from './rows.js';
 import { TOKEN_COUNT } from './seed.js';
 import { ROOT } from './servers.js';
@@ -79,6 +79,20 @@ function methodText(meta: RunMeta, facts: Facts): string {
   (bare against a second bare) is off 1 by more than ${LIMITS.selfCheck} in req/s or CPU.`;
 }
 
+function importsSection(facts: Facts): string {
+  return `## plants import
+
+\`plantstore plants import FILE\` (the CLI, its default concurrency of 4) into a plantstore server
+(SQLite with power durability, or PostgreSQL) on fresh data of the size given, timed from the
+CLI's start to its exit. Each server imports three files in turn: lines without ids; lines with
+ids, every other id above the server's counter; lines without ids again, which meet a taken id
+every other create. One import of each: no rounds, no validity check beyond every line created.
+
+${importsTable(facts.imports!)}
+
+`;
+}
+
 export function resultsMarkdown(rows: Row[], facts: Facts, meta: RunMeta): string {
   return `# Benchmark results
 
@@ -95,7 +109,7 @@ ${methodText(meta, facts)}
 
 ${resultsTable(rows)}
 
-## Targets
+${facts.imports === undefined ? '' : importsSection(facts)}## Targets
 
 ${targetsTable(rows, facts)}
 

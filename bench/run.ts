@@ -14,6 +14,7 @@ import * as prettier from 'prettier';
 import { type BenchOptions, parseOptions, USAGE } from './options.js';
 import { postgresPhase, sqlitePhase, type PhaseContext } from './phases.js';
 import { dropUndroppedSchemas } from './postgres.js';
+import { importPhase } from './import-phase.js';
 import { fullPlan, selectGroups } from './plan.js';
 import { resultsMarkdown, type RunMeta } from './results.js';
 import type { Row } from './rows.js';
@@ -133,6 +134,10 @@ async function main(): Promise<number> {
   const rows = await measure(options, ctx, runReasons);
   if (options.only.length === 0 || options.only.some((part) => 'webhooks'.includes(part))) {
     facts.webhooks = await webhookPhase(ctx, options.quick ? 1000 : 5000);
+  }
+  if (options.only.length === 0 || options.only.some((part) => 'plants-import'.includes(part))) {
+    facts.imports = await importPhase(ctx, options.quick ? 2000 : 10_000);
+    runReasons.push(...facts.imports.problems.map((p) => `plants import: ${p}`));
   }
   runReasons.push(...startReasons(facts.starts));
   const args = process.argv.slice(2).join(' ');

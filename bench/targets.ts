@@ -1,5 +1,6 @@
 /** The performance issue's targets, checked against a run's rows and facts. Pure. */
 import type { Start } from './contenders.js';
+import { IMPORT_KINDS, type ImportFacts, type ImportRun } from './import-phase.js';
 import type { Row } from './rows.js';
 import type { WebhookFacts } from './webhook-phase.js';
 import { SCENARIOS, type ScenarioId } from './scenarios.js';
@@ -15,6 +16,8 @@ export interface Facts {
   smallPlants: number;
   /** The webhook rows (issue 14), when the run made them. */
   webhooks?: WebhookFacts;
+  /** The import rows (issue 22), when the run made them. */
+  imports?: ImportFacts;
 }
 
 export interface Check {
@@ -205,6 +208,53 @@ function webhookChecks(hooks: WebhookFacts | undefined): Check[] {
   ];
 }
 
+/**
+ * `plantstore plants import` (issue 22): lines per second on the large store within 15% of
+ * the small one, for each kind of import; and without ids after an import with ids no more
+ * than 15% slower than without ids on the fresh store.
+ */
+function importChecks(facts: Facts): Check[] {
+  const imports = facts.imports;
+  const large = plantsText(facts.largePlants);
+  const small = plantsText(facts.smallPlants);
+  const runOf = (database: string, plants: number, kind: string): ImportRun | undefined =>
+    imports?.runs.find((r) => r.database === database && r.plants === plants && r.kind === kind);
+  const lps = (r: ImportRun) => `${r.linesPerSecond.toFixed(0)} lines/s`;
+  const out: Check[] = [];
+  for (const database of ['SQLite', 'PostgreSQL']) {
+    const where = `${database}${database === 'SQLite' ? ', power durability' : ''}`;
+    const lines = imports === undefined ? '' : `${imports.lines} lines, `;
+    for (const kind of IMPORT_KINDS) {
+      const big = runOf(database, facts.largePlants, kind);
+      const little = runOf(database, facts.smallPlants, kind);
+      const target = `plants import ${kind} (${where}, ${lines}the CLI's defaults): ${large} within 15% of ${small} in lines/s`;
+      if (!big || !little) {
+        out.push({ target, measured: 'not measured', met: undefined });
+        continue;
+      }
+      const ratio = big.linesPerSecond / little.linesPerSecond;
+      out.push({
+        target,
+        measured: `${lps(big)} vs ${lps(little)} (${x(ratio)})`,
+        met: Math.abs(ratio - 1) <= 0.15,
+      });
+    }
+    const after = runOf(database, facts.largePlants, 'without ids after with ids');
+    const fresh = runOf(database, facts.largePlants, 'without ids');
+    const target = `plants import without ids (${where}, ${large}): after an import with ids at most 15% slower than on the fresh store`;
+    if (!after || !fresh) out.push({ target, measured: 'not measured', met: undefined });
+    else {
+      const ratio = after.linesPerSecond / fresh.linesPerSecond;
+      out.push({
+        target,
+        measured: `${lps(after)} vs ${lps(fresh)} (${x(ratio)})`,
+        met: ratio >= 0.85,
+      });
+    }
+  }
+  return out;
+}
+
 export function checks(rows: Row[], facts: Facts): Check[] {
   return [
     ...ratioChecks(
@@ -228,6 +278,19 @@ export function checks(rows: Row[], facts: Facts): Check[] {
       ],
       'SQLite process ÷ Fastify',
       'fastify',
+    ),
+    // Well ahead of Fastify given plantstore's features by its own plugins (issue 22, 5b).
+    ...ratioChecks(
+      rows,
+      'plantstore power',
+      [
+        ['delete', 1.3],
+        ['post', 1.3],
+        ['getOne', 1.3],
+        ['list', 1.3],
+      ],
+      'SQLite power ÷ Fastify with its plugins',
+      'fastify-plugins',
     ),
     ...p99Checks(rows, ['plantstore power', 'plantstore process'], 'fastify', 'Fastify'),
     ...ratioChecks(
@@ -267,5 +330,6 @@ export function checks(rows: Row[], facts: Facts): Check[] {
     ...processChecks(facts),
     ...fsyncChecks(rows, facts),
     ...webhookChecks(facts.webhooks),
+    ...importChecks(facts),
   ];
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CLK_TCK, parseProcStat, statCpuSeconds } from '../../bench/cpu.js';
+import { createdCount, importLines } from '../../bench/import-phase.js';
 import { parseTcpTable } from '../../bench/postgres.js';
 import { figures, median, pairedRatios, side } from '../../bench/summary.js';
 import type { TurnMeasure } from '../../bench/turn.js';
@@ -122,5 +123,28 @@ describe('pairedRatios', () => {
     // The subject spends twice the CPU per request: 0.5.
     const r = pairedRatios([turn(2), turn(2)], [turn(1), turn(1)]);
     assert.equal(r.cpu, 0.5);
+  });
+});
+
+describe('the import rows', () => {
+  it('write lines with ids every other id from the first, or without ids', () => {
+    const withIds = importLines(4, 'with ids', 102)
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    assert.deepEqual(
+      withIds.map((p: { id: number }) => p.id),
+      [102, 104, 106, 108],
+    );
+    assert.deepEqual(withIds[3], { id: 108, name: 'imported with ids 4', tag: 'shade' });
+    const without = importLines(2, 'without ids after with ids', 102).trim().split('\n');
+    assert.deepEqual(JSON.parse(without[0]!), { name: 'imported without ids after with ids 1' });
+  });
+
+  it("read the created count of the CLI's summary", () => {
+    const stderr =
+      'imported 10 lines\n/tmp/f: 10 lines: 9 created, 0 created by an earlier run, 1 failed\n';
+    assert.equal(createdCount(stderr), 9);
+    assert.equal(createdCount('plantstore: cannot reach the server'), undefined);
   });
 });

@@ -5,6 +5,7 @@ import type { Row } from '../../bench/rows.js';
 import type { Side } from '../../bench/summary.js';
 import { readFileSync } from 'node:fs';
 import { MISSED_EXPLAINED, targetsTable } from '../../bench/report.js';
+import type { ImportKind, ImportRun } from '../../bench/import-phase.js';
 import { checks, type Facts } from '../../bench/targets.js';
 import { expectations, selfCheckReasons, sideReasons, startReasons } from '../../bench/validity.js';
 
@@ -144,6 +145,40 @@ describe('checks', () => {
       target,
       'POST /plants (SQLite, power durability, without an id, 64 connections): ' +
         '1M + 1M client ids above the counter within 15% of 1M fresh (req/s and CPU per request)',
+    );
+  });
+
+  it('holds imports on the large store to the small one, and after ids to the fresh store', () => {
+    const run = (plants: number, kind: ImportKind, linesPerSecond: number): ImportRun => ({
+      database: 'SQLite',
+      plants,
+      kind,
+      lines: 10_000,
+      seconds: 10_000 / linesPerSecond,
+      linesPerSecond,
+    });
+    const runs = [
+      run(10_000, 'without ids', 1000),
+      run(10_000, 'with ids', 1000),
+      run(10_000, 'without ids after with ids', 1000),
+      run(1_000_000, 'without ids', 900),
+      run(1_000_000, 'with ids', 800),
+      run(1_000_000, 'without ids after with ids', 700),
+    ];
+    const all = checks([], { ...facts, imports: { lines: 10_000, runs, problems: [] } });
+    const verdicts = all
+      .filter((c) => c.target.startsWith('plants import') && c.target.includes('SQLite'))
+      .map((c) => [c.target.split(' (')[0], c.met]);
+    assert.deepEqual(verdicts, [
+      ['plants import without ids', true],
+      ['plants import with ids', false],
+      ['plants import without ids after with ids', false],
+      ['plants import without ids', false],
+    ]);
+    assert.ok(
+      all
+        .filter((c) => c.target.includes('PostgreSQL') && c.target.startsWith('plants import'))
+        .every((c) => c.met === undefined),
     );
   });
 

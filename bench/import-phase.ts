@@ -1,0 +1,202 @@
+/**
+ * The import rows (issue 22): the real CLI, `plantstore plants import` with its default
+ * settings, importing a JSON Lines file into a running plantstore server, as a user does.
+ * Lines per second over the whole process, from its start to its exit.
+ *
+ * On each database (SQLite, power durability; PostgreSQL) and each size (the large and the
+ * small data set), one server on fresh data imports three files in turn:
+ *   1. lines without ids, on the fresh store;
+ *   2. lines with ids, every other id above the server's counter (the ids clients choose
+ *      where the server would have gone on);
+ *   3. lines without ids again: every other id the server would assign is now taken.
+ * The CLI runs where wrk runs (the harness's core), the server on the servers' core.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { machineCpu, treeCpuSeconds } from './cpu.js';
+import type { PhaseContext } from './phases.js';
+import { BENCH_POSTGRES_URL, reachable, seedSchema } from './postgres.js';
+import { seedSqlite } from './seed.js';
+import {
+  hasTaskset,
+  PLANTSTORE_BIN,
+  ROOT,
+  type Server,
+  type ServerSpec,
+  startServer,
+  stop,
+} from './servers.js';
+
+export const IMPORT_KINDS = ['without ids', 'with ids', 'without ids after with ids'] as const;
+export type ImportKind = (typeof IMPORT_KINDS)[number];
+
+export interface ImportRun {
+  database: 'SQLite' | 'PostgreSQL';
+  /** Plants 1..plants before the first import. */
+  plants: number;
+  kind: ImportKind;
+  lines: number;
+  /** The CLI's whole run, start to exit. */
+  seconds: number;
+  linesPerSecond: number;
+  /** The server's CPU over the import, per line. */
+  serverCpuUs?: number;
+  /** Cores' worth of CPU that neither the server nor this harness used: the CLI and others. */
+  cliAndOtherCores?: number;
+}
+
+export interface ImportFacts {
+  lines: number;
+  runs: ImportRun[];
+  /** What went wrong: an import that failed or did not create every line. */
+  problems: string[];
+}
+
+/**
+ * The lines of one file: `{"name": ...}`, or with ids `{"id": ..., "name": ...}` for the ids
+ * `firstId`, `firstId + 2`, ... One line in four is tagged, as the seeded plants are.
+ */
+export function importLines(count: number, kind: ImportKind, firstId: number): string {
+  const lines: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const tag = i % 4 === 3 ? ',"tag":"shade"' : '';
+    const id = kind === 'with ids' ? `"id":${firstId + 2 * i},` : '';
+    lines.push(`{${id}"name":"imported ${kind} ${i + 1}"${tag}}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** The created count of the CLI's summary line (`...: 10 lines: 10 created, ...`). */
+export function createdCount(stderr: string): number | undefined {
+  const match = /: (\d+) lines: (\d+) created, /.exec(stderr);
+  return match === null ? undefined : Number(match[2]);
+}
+
+/** Runs the CLI once; its wall time and what it printed on stderr. */
+function runImport(
+  server: Server,
+  token: string,
+  file: string,
+  core: number | undefined,
+): Promise<{ seconds: number; code: number | null; stderr: string }> {
+  const argv = [PLANTSTORE_BIN, 'plants', 'import', '--url', server.url, file];
+  const [cmd, args] =
+    core !== undefined && hasTaskset
+      ? ['taskset', ['-c', String(core), process.execPath, ...argv]]
+      : [process.execPath, argv];
+  const started = performance.now();
+  const child = spawn(cmd, args, {
+    cwd: ROOT,
+    env: { ...process.env, PLANTSTORE_TOKEN: token },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) =>
+      resolve({ seconds: (performance.now() - started) / 1000, code, stderr }),
+    );
+  });
+}
+
+interface Target {
+  database: ImportRun['database'];
+  plants: number;
+  spec: (logLevel: string) => ServerSpec;
+  tokensFile: string;
+  done: () => Promise<void>;
+}
+
+/** The three imports into one server, in order. */
+async function importRuns(ctx: PhaseContext, t: Target, lines: number, facts: ImportFacts) {
+  const server = await startServer(
+    `import ${t.database} ${t.plants}`,
+    t.spec(ctx.at.logLevel),
+    ctx.at.serverCores,
+  );
+  const token = readFileSync(t.tokensFile, 'utf8').split('\n')[0]!;
+  try {
+    for (const kind of IMPORT_KINDS) {
+      // After the first import the counter is at plants + lines: the clients' ids go above it.
+      const file = join(ctx.dir, `import-${t.database}-${t.plants}-${kind.replace(/ /g, '-')}`);
+      writeFileSync(file, importLines(lines, kind, t.plants + lines + 2));
+      const cpu = treeCpuSeconds(server.pid);
+      const machine = machineCpu();
+      const harness = process.cpuUsage();
+      const { seconds, code, stderr } = await runImport(server, token, file, ctx.wrkCore);
+      const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - (cpu ?? NaN);
+      const after = machineCpu();
+      const usage = process.cpuUsage(harness);
+      const created = createdCount(stderr);
+      if (code !== 0 || created !== lines) {
+        facts.problems.push(
+          `${t.database} ${t.plants}, ${kind}: the import exited with ${code}, ` +
+            `${created ?? 'no'} of ${lines} lines created: ${stderr.trim().slice(-200)}`,
+        );
+      }
+      const run: ImportRun = {
+        database: t.database,
+        plants: t.plants,
+        kind,
+        lines,
+        seconds,
+        linesPerSecond: lines / seconds,
+      };
+      if (Number.isFinite(serverCpu)) run.serverCpuUs = (serverCpu / lines) * 1e6;
+      if (machine !== undefined && after !== undefined && Number.isFinite(serverCpu)) {
+        const own = serverCpu + (usage.user + usage.system) / 1e6;
+        run.cliAndOtherCores = (after.busy - machine.busy - own) / seconds;
+      }
+      facts.runs.push(run);
+      ctx.log(
+        `import, ${t.database}, ${t.plants} plants, ${kind}: ${lines} lines in ` +
+          `${seconds.toFixed(2)} s, ${run.linesPerSecond.toFixed(0)} lines/s`,
+      );
+    }
+  } finally {
+    await stop(server);
+    await t.done();
+  }
+}
+
+export async function importPhase(ctx: PhaseContext, lines: number): Promise<ImportFacts> {
+  const facts: ImportFacts = { lines, runs: [], problems: [] };
+  const sizes = [ctx.facts.smallPlants, ctx.facts.largePlants];
+  for (const plants of sizes) {
+    const db = join(ctx.dir, `import-${plants}.db`);
+    const tokensFile = join(ctx.dir, `import-${plants}.tokens`);
+    await seedSqlite(db, plants, tokensFile);
+    const spec = (logLevel: string): ServerSpec => ({
+      kind: 'plantstore',
+      db,
+      durability: 'power',
+      logLevel,
+    });
+    await importRuns(
+      ctx,
+      { database: 'SQLite', plants, spec, tokensFile, done: async () => {} },
+      lines,
+      facts,
+    );
+  }
+  const answer = await reachable(BENCH_POSTGRES_URL);
+  if (answer !== true) {
+    facts.problems.push(`no PostgreSQL at PLANTSTORE_BENCH_DATABASE_URL (${answer})`);
+    return facts;
+  }
+  for (const plants of sizes) {
+    const tokensFile = join(ctx.dir, `import-postgres-${plants}.tokens`);
+    const schema = await seedSchema(BENCH_POSTGRES_URL, plants, tokensFile);
+    const spec = (logLevel: string): ServerSpec => ({
+      kind: 'plantstore',
+      databaseUrl: schema.url,
+      durability: 'power',
+      logLevel,
+    });
+    const done = () => schema.drop();
+    await importRuns(ctx, { database: 'PostgreSQL', plants, spec, tokensFile, done }, lines, facts);
+  }
+  return facts;
+}
