@@ -102,7 +102,7 @@ export type ServerSpec =
       /** More `serve` options, after the others. */
       extraArgs?: readonly string[];
     }
-  | { kind: 'bare-sqlite' | 'fastify-sqlite'; db: string }
+  | { kind: 'bare-sqlite' | 'fastify-sqlite' | 'fastify-plugins'; db: string }
   | { kind: 'bare-postgres'; databaseUrl: string };
 
 function argvOf(spec: ServerSpec, port: number): string[] {
