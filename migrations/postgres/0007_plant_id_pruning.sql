@@ -12,24 +12,27 @@
 -- makes the guarantee hold across instances. It need not last, though: the sequence never
 -- draws an id at or below its current value again, once skips cannot move it back (below).
 --
--- So: `plant_ids_prune` deletes the ids at or below the sequence's value, a batch at a time,
--- run by every instance once a minute (src/service/maintenance.ts); the table holds the ids
--- claimed since the last prune and those clients took above the sequence.
+-- So the ids at or below the sequence's value are deleted, a batch at a time, by every
+-- instance once a minute (src/service/maintenance.ts, src/store/postgres/plant-ids.ts); the
+-- table holds the ids claimed since the last prune and those clients took above the sequence.
+-- A pass starts with `plant_ids_fence`, which answers the value W up to which it may delete;
+-- the deletes run after it, outside any lock, so creates never wait for them.
 --
 -- A server create draws its id and claims it in one statement, but not at one instant: had a
--- prune read the sequence between the two and deleted a client's record of the drawn id, the
--- claim would succeed. So a server create holds the advisory lock below in shared mode from
--- before its draw to its commit (src/store/postgres/plant-statements.ts, INSERT_NEW), and the
--- prune takes it alone: when the prune reads the sequence, every id drawn is claimed or
--- refused already. A client create takes no lock: the ids it records at or below the
--- sequence are never drawn again, whether the prune deletes them or not.
+-- fence read the sequence between the two and a prune deleted a client's record of the drawn
+-- id, the claim would succeed. So a server create holds the advisory lock below in shared mode
+-- from before its draw to its commit (src/store/postgres/plant-statements.ts, INSERT_NEW),
+-- and the fence takes it alone, for an instant: when it reads W, every id drawn is claimed or
+-- refused already. A client create takes no lock: the ids it records at or below W are never
+-- drawn again, whether a prune deletes them or not.
 --
 -- A skip (a drawn id was taken) sets the sequence to the end of the run of taken ids it drew
 -- into. It reads the sequence and sets it apart, so a skip can move it back past ids that
 -- other creates drew in between; those are claimed and skipped in turn, as long as their
--- claims are kept. The prune therefore takes an advisory lock that skips take in shared mode:
--- when it reads the sequence's value W, no skip is half done, and every later skip reads a
--- value of at least W and sets one above it. No id at or below W is ever drawn again.
+-- claims are kept. So skips take the lock in shared mode too, and compare with the sequence
+-- only once they hold it: when the fence reads W, no skip is half done, and every later skip
+-- reads a value of at least W and sets one above it. No id at or below W is ever drawn again,
+-- and deleting their records, then or at any time later, changes no draw.
 
 -- The skip's lock, 'plantids' in ASCII.
 CREATE FUNCTION plant_ids_skip(drawn bigint) RETURNS void LANGUAGE plpgsql AS $$
@@ -55,20 +58,9 @@ BEGIN
   WHERE last_value < coalesce(run_last, window_last);
 END $$;
 
--- Deletes up to `batch` ids at or below the sequence's value and above `above` (where the
--- caller's previous batch ended, so that no batch walks the index entries of the ones before
--- it); answers how many it deleted and the last of them.
-CREATE FUNCTION plant_ids_prune(above bigint, batch integer)
-RETURNS TABLE (deleted integer, last bigint) LANGUAGE plpgsql AS $$
-DECLARE
-  safe bigint;
+-- The value up to which a prune may delete (see above): the last id the sequence drew.
+CREATE FUNCTION plant_ids_fence() RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM pg_advisory_xact_lock(8100956956760040563);
-  SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END INTO safe
-  FROM plant_id_seq;
-  RETURN QUERY WITH gone AS (
-    DELETE FROM plant_ids_taken WHERE id IN (
-      SELECT id FROM plant_ids_taken WHERE id > above AND id <= safe ORDER BY id LIMIT batch)
-    RETURNING id)
-  SELECT count(*)::integer, max(id) FROM gone;
+  RETURN (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM plant_id_seq);
 END $$;
