@@ -25,7 +25,8 @@ function sqliteSpec(name: ContenderName, db: string, logLevel: string): ServerSp
     const durability = role.durability ?? 'power';
     return { kind: 'plantstore', db, durability, logLevel, metrics, outbox };
   }
-  return { kind: role.kind === 'fastify' ? 'fastify-sqlite' : 'bare-sqlite', db };
+  if (role.kind === 'bare') return { kind: 'bare-sqlite', db };
+  return { kind: 'plugins' in role && role.plugins ? 'fastify-plugins' : 'fastify-sqlite', db };
 }
 
 /** A copy of the seeded SQLite database `seeded` (with its WAL checkpointed) for one server. */

@@ -57,6 +57,11 @@ export const CONTENDERS = {
     data: 'sqlite-large',
   },
   fastify: { role: { kind: 'fastify', database: 'sqlite' }, data: 'sqlite-large' },
+  // Fastify with its own logger and plugins for plantstore's features (issue 22, item 5b).
+  'fastify-plugins': {
+    role: { kind: 'fastify', database: 'sqlite', plugins: true },
+    data: 'sqlite-large',
+  },
   bare: { role: { kind: 'bare', database: 'sqlite' }, data: 'sqlite-large' },
   'bare 2': { role: { kind: 'bare', database: 'sqlite' }, data: 'sqlite-large' },
   'plantstore power 10k': {
@@ -146,6 +151,7 @@ export function fullPlan(connections: number): GroupPlan[] {
     const rows: RowPlan[] = [
       { subject: 'plantstore power', yardstick: 'fastify', beside: 'bare' },
       { subject: 'plantstore process', yardstick: 'fastify', beside: 'bare' },
+      { subject: 'plantstore power', yardstick: 'fastify-plugins' },
     ];
     // The self-check in every group, so that both copies have served the same load before
     // (a copy that joined for GET one alone read 0.72× in two runs). Copies with the same

@@ -20,6 +20,8 @@ export interface Role {
   metrics?: boolean;
   /** false: plantstore with an outbox that writes nothing (bench/no-outbox/; issue 14). */
   outbox?: boolean;
+  /** A Fastify yardstick with Fastify's own logger and plugins (yardsticks/fastify-plugins.ts). */
+  plugins?: boolean;
 }
 
 /** A live server in the harness: where it runs, its data, and where its DELETE walk is. */
