@@ -1,4 +1,5 @@
 /** The tables of a run, in Markdown: results, validity, targets. Pure. */
+import type { HistoryFacts } from './history-phase.js';
 import type { ImportFacts } from './import-phase.js';
 import { DATA_SETS } from './plan.js';
 import type { Row } from './rows.js';
@@ -145,6 +146,22 @@ export function importsTable(imports: ImportFacts): string {
     fmt(r.linesPerSecond),
     fmt(r.serverCpuUs, 1),
     fmt(r.cliAndOtherCores, 2),
+  ]);
+  return tableOf(head, lines);
+}
+
+/** Deliveries and the audit trail read back, one line per measurement. */
+export function historyTable(history: HistoryFacts): string {
+  const head = ['database', 'entries kept', 'what', 'p50 ms', 'p99 ms (audit: slowest)', 'samples'];
+  const lines = history.runs.map((r) => [
+    r.database,
+    plantsText(r.entries),
+    r.what === 'deliveries'
+      ? 'GET /webhooks/{id}/deliveries, 1 connection'
+      : 'plantstore audit --plant <id>',
+    fmt(r.p50ms, 2),
+    fmt(r.p99ms, 2),
+    fmt(r.samples),
   ]);
   return tableOf(head, lines);
 }

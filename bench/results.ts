@@ -3,7 +3,14 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { CPU_SOURCE } from './cpu.js';
-import { importsTable, reasonsList, resultsTable, targetsTable, validityTable } from './report.js';
+import {
+  historyTable,
+  importsTable,
+  reasonsList,
+  resultsTable,
+  targetsTable,
+  validityTable,
+} from './report.js';
 import type { Row } from './rows.js';
 import { TOKEN_COUNT } from './seed.js';
 import { ROOT } from './servers.js';
@@ -93,6 +100,20 @@ ${importsTable(facts.imports!)}
 `;
 }
 
+function historySection(facts: Facts): string {
+  return `## Deliveries and the audit trail
+
+A plantstore server (SQLite with power durability, or PostgreSQL) with as many webhook messages
+kept for one endpoint (each delivered in one attempt) and audit entries (one create per plant) as
+plants, written straight to the database: \`GET /webhooks/{id}/deliveries\` (the first page) by wrk
+at one connection after a warm-up turn; \`plantstore audit --plant <id>\` for a plant in the middle,
+the whole command, 5 runs after one not counted.
+
+${historyTable(facts.history!)}
+
+`;
+}
+
 export function resultsMarkdown(rows: Row[], facts: Facts, meta: RunMeta): string {
   return `# Benchmark results
 
@@ -109,7 +130,7 @@ ${methodText(meta, facts)}
 
 ${resultsTable(rows)}
 
-${facts.imports === undefined ? '' : importsSection(facts)}## Targets
+${facts.imports === undefined ? '' : importsSection(facts)}${facts.history === undefined ? '' : historySection(facts)}## Targets
 
 ${targetsTable(rows, facts)}
 

@@ -14,6 +14,7 @@ import * as prettier from 'prettier';
 import { type BenchOptions, parseOptions, USAGE } from './options.js';
 import { postgresPhase, sqlitePhase, type PhaseContext } from './phases.js';
 import { dropUndroppedSchemas } from './postgres.js';
+import { historyPhase } from './history-phase.js';
 import { importPhase } from './import-phase.js';
 import { fullPlan, selectGroups } from './plan.js';
 import { resultsMarkdown, type RunMeta } from './results.js';
@@ -138,6 +139,10 @@ async function main(): Promise<number> {
   if (options.only.length === 0 || options.only.some((part) => 'plants-import'.includes(part))) {
     facts.imports = await importPhase(ctx, options.quick ? 2000 : 10_000);
     runReasons.push(...facts.imports.problems.map((p) => `plants import: ${p}`));
+  }
+  if (options.only.length === 0 || options.only.some((part) => 'deliveries-audit'.includes(part))) {
+    facts.history = await historyPhase(ctx);
+    runReasons.push(...facts.history.problems.map((p) => `deliveries and audit: ${p}`));
   }
   runReasons.push(...startReasons(facts.starts));
   const args = process.argv.slice(2).join(' ');

@@ -1,5 +1,6 @@
 /** The performance issue's targets, checked against a run's rows and facts. Pure. */
 import type { Start } from './contenders.js';
+import type { HistoryFacts } from './history-phase.js';
 import { IMPORT_KINDS, type ImportFacts, type ImportRun } from './import-phase.js';
 import type { Row } from './rows.js';
 import type { WebhookFacts } from './webhook-phase.js';
@@ -18,6 +19,8 @@ export interface Facts {
   webhooks?: WebhookFacts;
   /** The import rows (issue 22), when the run made them. */
   imports?: ImportFacts;
+  /** Webhook deliveries and the audit trail read back (issue 22), when the run made them. */
+  history?: HistoryFacts;
 }
 
 export interface Check {
@@ -255,6 +258,41 @@ function importChecks(facts: Facts): Check[] {
   return out;
 }
 
+/**
+ * Deliveries and the audit trail read back at one request or command at a time (issue 22):
+ * the median latency with the large number of entries within 15% of the small number.
+ */
+function historyChecks(facts: Facts): Check[] {
+  const large = plantsText(facts.largePlants);
+  const small = plantsText(facts.smallPlants);
+  const out: Check[] = [];
+  for (const database of ['SQLite', 'PostgreSQL']) {
+    for (const what of ['deliveries', 'audit'] as const) {
+      const runOf = (entries: number) =>
+        facts.history?.runs.find(
+          (r) => r.database === database && r.what === what && r.entries === entries,
+        );
+      const target =
+        what === 'deliveries'
+          ? `GET /webhooks/{id}/deliveries (${database}, 1 connection, first page): ${large} messages kept within 15% of ${small} in p50`
+          : `plantstore audit --plant <id> (${database}, whole command): ${large} audit entries within 15% of ${small} in median time`;
+      const big = runOf(facts.largePlants);
+      const little = runOf(facts.smallPlants);
+      if (!big || !little) {
+        out.push({ target, measured: 'not measured', met: undefined });
+        continue;
+      }
+      const ratio = big.p50ms / little.p50ms;
+      out.push({
+        target,
+        measured: `${ms(big.p50ms)} vs ${ms(little.p50ms)} (${x(ratio)})`,
+        met: Math.abs(ratio - 1) <= 0.15,
+      });
+    }
+  }
+  return out;
+}
+
 export function checks(rows: Row[], facts: Facts): Check[] {
   return [
     ...ratioChecks(
@@ -331,5 +369,6 @@ export function checks(rows: Row[], facts: Facts): Check[] {
     ...fsyncChecks(rows, facts),
     ...webhookChecks(facts.webhooks),
     ...importChecks(facts),
+    ...historyChecks(facts),
   ];
 }

@@ -5,6 +5,7 @@ import type { Row } from '../../bench/rows.js';
 import type { Side } from '../../bench/summary.js';
 import { readFileSync } from 'node:fs';
 import { MISSED_EXPLAINED, targetsTable } from '../../bench/report.js';
+import type { HistoryRun } from '../../bench/history-phase.js';
 import type { ImportKind, ImportRun } from '../../bench/import-phase.js';
 import { checks, type Facts } from '../../bench/targets.js';
 import { expectations, selfCheckReasons, sideReasons, startReasons } from '../../bench/validity.js';
@@ -180,6 +181,28 @@ describe('checks', () => {
         .filter((c) => c.target.includes('PostgreSQL') && c.target.startsWith('plants import'))
         .every((c) => c.met === undefined),
     );
+  });
+
+  it('holds deliveries and the audit command on the large store to the small one', () => {
+    const run = (entries: number, what: HistoryRun['what'], p50ms: number): HistoryRun => ({
+      database: 'PostgreSQL',
+      entries,
+      what,
+      p50ms,
+      p99ms: p50ms * 2,
+      samples: 5,
+    });
+    const runs = [
+      run(10_000, 'deliveries', 1),
+      run(1_000_000, 'deliveries', 1.1),
+      run(10_000, 'audit', 300),
+      run(1_000_000, 'audit', 400),
+    ];
+    const all = checks([], { ...facts, history: { runs, problems: [] } });
+    const verdicts = all
+      .filter((c) => /deliveries|audit/.test(c.target) && c.target.includes('PostgreSQL'))
+      .map((c) => c.met);
+    assert.deepEqual(verdicts, [true, false]);
   });
 
   it('says "not measured" of a target without its row, and judges the facts', () => {
