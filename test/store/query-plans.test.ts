@@ -1,0 +1,285 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { openPostgresStore } from '../../src/store/postgres/open.js';
+import { openSqliteStore } from '../../src/store/sqlite/open.js';
+import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { makeTempDir } from '../helpers/temp-dir.js';
+import { exerciseStore } from './exercise-store.js';
+import {
+  type Allowance,
+  checkTables,
+  type Finding,
+  judge,
+  postgresFindings,
+  sqliteFindings,
+} from './query-plan-rules.js';
+
+// Issue 22, item 3: no statement the stores run may read a whole table that grows, or sort
+// all of it. Each test opens a store while recording every statement it prepares (SQLite)
+// or sends (PostgreSQL), drives every method of it (exercise-store.ts), then asks the
+// database for the plan of each statement recorded and judges it (query-plan-rules.ts). A
+// new statement is covered as soon as a store method runs it; a scan that is meant has an
+// entry below, with its reason, and nothing else may scan.
+
+/** Tables that grow with use: a scan of one of them is a finding. */
+const GROWING = new Set([
+  'plants',
+  'audit_log',
+  'idempotency_keys',
+  'webhook_messages',
+  'webhook_attempts',
+  'rate_limits',
+  'plant_ids_taken',
+  'plant_id_runs',
+]);
+
+/** Tables that stay small whatever the traffic: scanning them is fine. Every table is one or the other. */
+const SMALL = new Map([
+  ['tokens', 'issued by an operator, a handful'],
+  ['webhook_endpoints', 'configured by an operator, a handful'],
+  ['plant_id_counter', 'one row'],
+  ['schema_migrations', 'one row per migration'],
+]);
+
+/** Scans of growing tables that are meant, by statement (SQLite: its SQL text; PostgreSQL: its name). */
+const SQLITE_ALLOWED: Allowance[] = [
+  {
+    statement: 'SELECT id, name, tag FROM plants ORDER BY id LIMIT @limit',
+    table: 'plants',
+    kind: 'SCAN plants',
+    reason: 'the first page of the list: walks plants in id order and stops after LIMIT rows',
+  },
+  {
+    statement: "SELECT count(*) FROM webhook_messages WHERE status = 'pending'",
+    table: 'webhook_messages',
+    kind: 'SCAN webhook_messages USING COVERING INDEX webhook_messages_due',
+    reason:
+      'the queue depth, for the metrics: a count of the pending messages needs every one; ' +
+      'it walks the partial index webhook_messages_due, which holds the pending ones only',
+  },
+  {
+    statement:
+      /^SELECT min\(max\(m\.next_attempt_at, coalesce\(m\.lease_until, 0\)\)\) FROM webhook_messages m /,
+    table: 'webhook_messages',
+    kind: 'SEARCH m USING INDEX webhook_messages_due',
+    reason:
+      'TODO(issue 22): nextDue, after every round of the dispatcher, walks every pending ' +
+      'message (the partial index webhook_messages_due): min() of an expression of two ' +
+      'columns that no index orders. Cheap while the queue is short; a backlog (an endpoint ' +
+      'down for hours) makes every round read all of it',
+  },
+];
+
+const POSTGRES_ALLOWED: Allowance[] = [
+  {
+    statement: 'plants.page',
+    table: 'plants',
+    kind: 'Index Scan of all of plants_pkey',
+    reason: 'the first page of the list: walks plants_pkey in order and stops after LIMIT rows',
+  },
+  {
+    statement: 'webhooks.pending',
+    table: 'webhook_messages',
+    kind: 'Index Only Scan of all of webhook_messages_due',
+    reason:
+      'the queue depth, for the metrics: a count of the pending messages needs every one; ' +
+      'it walks the partial index webhook_messages_due, which holds the pending ones only',
+  },
+  {
+    statement: 'webhooks.nextDue',
+    table: 'webhook_messages',
+    kind: 'Index Scan of all of webhook_messages_due',
+    reason:
+      'TODO(issue 22): as on SQLite, nextDue walks every pending message ' +
+      '(webhook_messages_due) after every round of the dispatcher',
+  },
+  {
+    statement: /^webhooks\.deliveries\./,
+    table: 'webhook_messages',
+    kind: /^Index Scan of (all|a range) of webhook_messages_pkey(, filtered)?$/,
+    reason:
+      'TODO(issue 22): the generic plans of the deliveries of an endpoint walk ' +
+      'webhook_messages_pkey backwards (all of it, or from the cursor), filtering endpoint_id, ' +
+      'instead of webhook_messages_by_endpoint (custom plans take that one): once the plan ' +
+      'cache settles on them, the deliveries of a quiet endpoint read the messages of all others',
+  },
+  {
+    statement: 'plants.pageTagAfter',
+    table: 'plants',
+    kind: 'Index Scan of a range of plants_pkey, filtered',
+    reason:
+      'TODO(issue 22): the generic plan of a page of a tag after a cursor walks plants_pkey ' +
+      'from the cursor, filtering tag, instead of plants_by_tag: a rare tag reads every plant ' +
+      'after the cursor',
+  },
+  {
+    statement: 'audit.list.true.false',
+    table: 'audit_log',
+    kind: 'Index Scan of a range of audit_log_pkey, filtered',
+    reason:
+      'TODO(issue 22): the audit since a time walks audit_log_pkey from the cursor (the ' +
+      'oldest entry by default), filtering at: it reads every entry older than `since`. The ' +
+      'audit command only, never a request; SQLite plans it alike (SEARCH rowid>?)',
+  },
+  {
+    statement: 'idempotency.claim',
+    table: 'idempotency_keys',
+    kind: 'Index Scan of a range of idempotency_keys_by_expiry, filtered',
+    reason:
+      'the purge of expired keys: their range of idempotency_keys_by_expiry, LIMIT 100; the ' +
+      'filter only leaves out the key being claimed',
+  },
+  {
+    statement: 'webhooks.claim',
+    table: 'webhook_messages',
+    kind: 'Index Scan of a range of webhook_messages_due, filtered, then Incremental Sort, then Sort',
+    reason:
+      'the due messages, in the partial index of the pending ones, LIMIT the batch; the ' +
+      'filter passes over those leased by another claim, and the sorts sort the batch',
+  },
+  {
+    statement: 'webhooks.purge',
+    table: 'webhook_messages',
+    kind: 'Index Scan of a range of webhook_messages_completed, filtered',
+    reason:
+      'the range of completed messages to delete, in the partial index of those; the filter ' +
+      "repeats that index's own WHERE and leaves no row out",
+  },
+  {
+    statement: 'audit.prune',
+    table: 'audit_log',
+    kind: 'Seq Scan',
+    reason:
+      'TODO(issue 22): each batch reads the whole audit_log: the planner joins the batch ' +
+      '(audit_by_time, LIMIT) to a Seq Scan of audit_log by a Hash Semi Join, with the ' +
+      'values of a real prune too (custom plan), not only in the generic plan',
+  },
+  {
+    statement: 'rateLimits.purge',
+    table: 'rate_limits',
+    kind: 'Seq Scan',
+    reason:
+      'TODO(issue 22): no index has window_end first, so every purge (once a minute on ' +
+      'every instance) reads all of rate_limits',
+  },
+  {
+    statement: /^plants\.skipTaken > SELECT t\.id FROM plant_ids_taken t WHERE /,
+    table: 'plant_ids_taken',
+    kind: 'Seq Scan',
+    reason:
+      'TODO(issue 22): the end of the run in plant_ids_skip: the planner hashes all of ' +
+      'plant_ids_taken (NOT (hashed SubPlan) over a Seq Scan) instead of probing the index ' +
+      'once per id, also with the values of a real skip over a long range',
+  },
+  {
+    statement: /^plants\.skipTaken > SELECT t\.id FROM plant_ids_taken t WHERE /,
+    table: 'plant_ids_taken',
+    kind: 'Index Only Scan of a range of plant_ids_taken_pkey, filtered',
+    reason:
+      'the run of taken ids that a server create drew into, from the id drawn to its end ' +
+      '(10,000 ids at most): the filter is what finds the end',
+  },
+];
+
+function report(findings: Finding[], allowed: Allowance[]): void {
+  const { unexplained, unused } = judge(findings, allowed);
+  assert.equal(
+    unexplained.length,
+    0,
+    `statements that read a whole growing table:\n\n${unexplained.map((f) => f.text).join('\n\n')}`,
+  );
+  assert.deepEqual(unused, [], 'allow-list entries that no statement needs any more: remove them');
+}
+
+describe('query plans', () => {
+  it('SQLite: no statement of the store scans or sorts a growing table', async (t) => {
+    const file = join(makeTempDir(t), 'plans.db');
+    const recorded = new Map<string, string>();
+    const proto = Database.prototype as unknown as { prepare: (...args: unknown[]) => unknown };
+    const prepare = proto.prepare;
+    proto.prepare = function (this: unknown, ...args: unknown[]) {
+      const source = args[0];
+      if (typeof source === 'string' && !recorded.has(source)) recorded.set(source, caller());
+      return prepare.apply(this, args);
+    };
+    try {
+      const store = openSqliteStore({ file });
+      try {
+        await exerciseStore(store);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      proto.prepare = prepare;
+    }
+    const db = new Database(file, { readonly: true });
+    t.after(() => db.close());
+    const tables = db
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+      .pluck()
+      .all() as string[];
+    checkTables(tables, GROWING, SMALL);
+    const { findings, planned } = sqliteFindings(db, recorded, GROWING);
+    t.diagnostic(`${planned} SQLite statements planned`);
+    assert.ok(planned >= 40, `only ${planned} statements recorded: is the recording broken?`);
+    report(findings, SQLITE_ALLOWED);
+  });
+
+  it(
+    'PostgreSQL: no statement of the store scans or sorts a growing table',
+    { skip: POSTGRES_SKIP },
+    async (t) => {
+      const url = await freshDatabase(t);
+      const recorded = new Map<string, { text: string; values: unknown[] }>();
+      const proto = pg.Pool.prototype as unknown as { query: (...args: unknown[]) => unknown };
+      const query = proto.query;
+      proto.query = function (this: unknown, ...args: unknown[]) {
+        const config = args[0] as { name?: string; text?: string; values?: unknown[] };
+        if (typeof config === 'object' && config.name !== undefined && config.text !== undefined) {
+          const seen = recorded.get(config.name);
+          assert.ok(seen === undefined || seen.text === config.text, `two texts: ${config.name}`);
+          if (seen === undefined) {
+            recorded.set(config.name, { text: config.text, values: config.values ?? [] });
+          }
+        }
+        return query.apply(this, args);
+      };
+      try {
+        const store = await openPostgresStore({ url, poolSize: 2 });
+        try {
+          await exerciseStore(store);
+        } finally {
+          await store.close();
+        }
+      } finally {
+        proto.query = query;
+      }
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      t.after(() => client.end());
+      const { rows } = await client.query<{ name: string }>(
+        `SELECT table_name AS name FROM information_schema.tables
+         WHERE table_schema = current_schema()`,
+      );
+      checkTables(
+        rows.map((row) => row.name),
+        GROWING,
+        SMALL,
+      );
+      const { findings, planned } = await postgresFindings(client, recorded, GROWING);
+      t.diagnostic(`${planned} PostgreSQL statements planned`);
+      assert.ok(planned >= 40, `only ${planned} statements recorded: is the recording broken?`);
+      report(findings, POSTGRES_ALLOWED);
+    },
+  );
+});
+
+/** Where in the store a statement is prepared, for the messages: `src/store/sqlite/x.ts:12`. */
+function caller(): string {
+  const frames = new Error().stack?.split('\n') ?? [];
+  const frame = frames.find((line) => line.includes('/src/store/'));
+  return frame?.replace(/^.*\/(src\/store\/[^:]+:\d+).*$/, '$1') ?? 'somewhere outside src/store';
+}
