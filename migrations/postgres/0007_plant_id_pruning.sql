@@ -41,21 +41,23 @@ DECLARE
   -- longer run is skipped by the next draw, which lands in it again.
   window_last bigint := least(drawn, 9223372036854775807 - 9999) + 9999;
   run_last bigint;
+  taken bigint;
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM plant_ids_taken WHERE id = drawn) THEN
     -- A plant inserted by hand held the id: the draw has moved past it already.
     RETURN;
   END IF;
-  -- The end of the run that starts at the drawn id: the first taken id from there on whose
-  -- successor is not taken. Index probes, one per id of the run.
-  SELECT t.id INTO run_last FROM plant_ids_taken t
-  WHERE t.id >= drawn AND t.id <= window_last
-    AND CASE WHEN t.id = 9223372036854775807 THEN true
-      ELSE NOT EXISTS (SELECT 1 FROM plant_ids_taken n WHERE n.id = t.id + 1) END
-  ORDER BY t.id LIMIT 1;
+  -- The end of the run that starts at the drawn id: the taken ids from there on, read in
+  -- order from the index until the first gap. A loop, not one query: the planner answers "the
+  -- first id whose successor is not taken" by hashing the whole table.
+  run_last := drawn;
+  FOR taken IN SELECT id FROM plant_ids_taken
+      WHERE id > drawn AND id <= window_last ORDER BY id LOOP
+    EXIT WHEN taken <> run_last + 1;
+    run_last := taken;
+  END LOOP;
   PERFORM pg_advisory_xact_lock_shared(8100956956760040563);
-  PERFORM setval('plant_id_seq', coalesce(run_last, window_last)) FROM plant_id_seq
-  WHERE last_value < coalesce(run_last, window_last);
+  PERFORM setval('plant_id_seq', run_last) FROM plant_id_seq WHERE last_value < run_last;
 END $$;
 
 -- The value up to which a prune may delete (see above): the last id the sequence drew.

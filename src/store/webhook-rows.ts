@@ -164,3 +164,22 @@ export class MessageSignal {
  * so it becomes U+FFFD (on both databases, so that both keep the same).
  */
 export const storableText = (text: string): string => text.replaceAll('\u0000', '\uFFFD');
+
+/**
+ * How many pending messages, earliest first, a look for the next due time reads at most: a
+ * backlog (an endpoint down for hours) never makes that look read all of it.
+ */
+export const NEXT_DUE_WINDOW = 1000;
+
+/**
+ * The next due time from the window of the earliest pending messages: the earliest due time
+ * of an enabled endpoint's message in it (`due`), or, when the window is full, the last next
+ * attempt time in it if that is earlier, since a message past the window may be due then.
+ * Never later than the true next due time; earlier only when the window holds no due message
+ * (all leased, or all an endpoint's that is disabled), and then the dispatcher pauses and
+ * looks again.
+ */
+export function earliestDue(due: Date | null, n: number, last: Date | null): Date | null {
+  if (n < NEXT_DUE_WINDOW || last === null) return due;
+  return due === null || last < due ? last : due;
+}

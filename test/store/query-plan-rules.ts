@@ -229,10 +229,18 @@ function planFindings(node: PlanNode, growing: ReadonlySet<string>): [string, st
   return found;
 }
 
-/** The findings of every statement recorded (name -> text and the values first given). */
+/** A statement the store ran: its text, the values it was first given, how it was planned. */
+export interface RecordedStatement {
+  text: string;
+  values: unknown[];
+  /** Run unprepared: planned with its values each time, so explained with those values. */
+  planEachTime: boolean;
+}
+
+/** The findings of every statement recorded (by name). */
 export async function postgresFindings(
   client: pg.Client,
-  recorded: ReadonlyMap<string, { text: string; values: unknown[] }>,
+  recorded: ReadonlyMap<string, RecordedStatement>,
   growing: ReadonlySet<string>,
 ): Promise<{ findings: Finding[]; planned: number }> {
   await fill(client);
@@ -254,9 +262,15 @@ export async function postgresFindings(
       });
     }
   };
-  for (const [name, { text, values }] of recorded) {
+  for (const [name, { text, values, planEachTime }] of recorded) {
     if (!PLANNED.test(text.trim())) continue;
     planned += 1;
+    if (planEachTime) {
+      const json = await client.query(`EXPLAIN (COSTS OFF, FORMAT JSON) ${text}`, values);
+      const plan = (json.rows[0] as { 'QUERY PLAN': { Plan: PlanNode }[] })['QUERY PLAN'][0]!;
+      judge(name, text, plan.Plan, JSON.stringify(plan.Plan, null, 1));
+      continue;
+    }
     await client.query(`PREPARE plan_check AS ${text}`);
     try {
       const args = values.length === 0 ? '' : `(${values.map(() => 'NULL').join(', ')})`;

@@ -22,8 +22,10 @@ export function postgresAudit(query: Query): AuditStore {
     async prune(before: Date, batch: number) {
       const { rowCount } = await query(
         'audit.prune',
-        `DELETE FROM audit_log WHERE seq IN (
-           SELECT seq FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2)`,
+        // = ANY(ARRAY(...)), not IN (...): with IN the planner joins the batch to a scan of
+        // the whole trail.
+        `DELETE FROM audit_log WHERE seq = ANY(ARRAY(
+           SELECT seq FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2))`,
         [before, batch],
       );
       return rowCount ?? 0;

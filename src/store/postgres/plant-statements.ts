@@ -44,6 +44,11 @@ const unchanged = (n: number) => `AND old.version = $${n}::bigint`;
 export const page = (where: string) =>
   `SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT $1`;
 
+// The cursor of a page of one tag as a bound on (tag, id): a condition plants_by_tag answers
+// and the primary key does not, so that even a generic plan reads this tag's plants, never
+// every plant after the cursor, filtering the tag.
+export const TAG_AFTER = 'WHERE tag = $2 AND (tag, id) > ($2, $3::bigint)';
+
 // The advisory lock that a prune of plant_ids_taken takes alone and server creates and skips
 // share, 'plantids' in ASCII (see the migration 0007_plant_id_pruning).
 const PLANT_IDS_LOCK = '8100956956760040563';

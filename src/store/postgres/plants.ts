@@ -11,10 +11,11 @@ import {
   PlantExistsError,
   type PlantStore,
 } from '../store.js';
-import type { Query } from './query.js';
+import type { Query, QueryOptions } from './query.js';
 import {
   STORED,
   page,
+  TAG_AFTER,
   INSERT_NEW,
   SKIP_TAKEN,
   INSERT_WITH_ID,
@@ -64,8 +65,9 @@ export function postgresPlants(plainQuery: Query, wake: () => void): PlantStore 
     name: string,
     text: string,
     values: unknown[],
+    options?: QueryOptions,
   ) => {
-    const result = await plainQuery<R>(name, text, values);
+    const result = await plainQuery<R>(name, text, values, options);
     const row = result.rows[0] as Partial<Outboxed> | undefined;
     if (row?.messages !== undefined && row.messages > 0n) wake();
     return result;
@@ -141,11 +143,7 @@ async function list(query: Query, { limit, after, tag }: PlantQuery): Promise<Pl
         : ['plants.pageAfter', page('WHERE id > $2'), [limit, after.toString()]]
       : after === undefined
         ? ['plants.pageTag', page('WHERE tag = $2'), [limit, tag]]
-        : [
-            'plants.pageTagAfter',
-            page('WHERE tag = $2 AND id > $3'),
-            [limit, tag, after.toString()],
-          ];
+        : ['plants.pageTagAfter', page(TAG_AFTER), [limit, tag, after.toString()]];
   const { rows } = await query<PlantRow>(name, text, values);
   return rows.map(toPlant);
 }

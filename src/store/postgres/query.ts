@@ -9,7 +9,20 @@ export type Query = <R extends pg.QueryResultRow>(
   name: string,
   text: string,
   values: unknown[],
+  options?: QueryOptions,
 ) => Promise<pg.QueryResult<R>>;
+
+export interface QueryOptions {
+  /**
+   * Planned anew with its values each time, not prepared: for a statement whose best plan
+   * depends on them, where the generic plan PostgreSQL settles on for a prepared statement
+   * would read what other users wrote (see webhooks.ts, deliveries).
+   */
+  planEachTime?: boolean;
+}
+
+const config = (name: string, text: string, values: unknown[], options?: QueryOptions) =>
+  options?.planEachTime === true ? { text, values } : { name, text, values };
 
 // SQLSTATE classes and codes that say "not now" rather than "not this": connection
 // exceptions, serialization failures and deadlocks, insufficient resources, operator
@@ -46,14 +59,23 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
  */
 export function poolQuery(pool: pg.Pool, metrics: Metrics = noMetrics): Query {
   if (metrics === noMetrics) {
-    return <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
-      guard(() => pool.query<R>({ name, text, values }));
+    return <R extends pg.QueryResultRow>(
+      name: string,
+      text: string,
+      values: unknown[],
+      options?: QueryOptions,
+    ) => guard(() => pool.query<R>(config(name, text, values, options)));
   }
-  return async <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) => {
+  return async <R extends pg.QueryResultRow>(
+    name: string,
+    text: string,
+    values: unknown[],
+    options?: QueryOptions,
+  ) => {
     const start = process.hrtime.bigint();
     let ok = false;
     try {
-      const result = await guard(() => pool.query<R>({ name, text, values }));
+      const result = await guard(() => pool.query<R>(config(name, text, values, options)));
       ok = true;
       return result;
     } finally {

@@ -7,6 +7,7 @@ import {
   toClaimed,
 } from '../webhook-rows.js';
 import type { Query } from './query.js';
+import { earliestDue, NEXT_DUE_WINDOW } from '../webhook-rows.js';
 import { postgresTime } from './webhooks.js';
 
 // A claim locks the due rows it takes with FOR UPDATE SKIP LOCKED: claims running at once
@@ -63,14 +64,17 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
       return (rowCount ?? 0) > 0;
     },
     async nextDue() {
-      const { rows } = await query<{ due: Date | null }>(
+      const { rows } = await query<{ due: Date | null; n: number; last: Date | null }>(
         'webhooks.nextDue',
-        `SELECT min(greatest(m.next_attempt_at, m.lease_until)) AS due
-         FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_id
-         WHERE m.status = 'pending' AND e.enabled`,
+        `SELECT min(greatest(f.next_attempt_at, f.lease_until)) FILTER (WHERE e.enabled) AS due,
+           count(*)::integer AS n, max(f.next_attempt_at) AS last
+         FROM (SELECT next_attempt_at, lease_until, endpoint_id FROM webhook_messages
+           WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ${NEXT_DUE_WINDOW}) f
+         JOIN webhook_endpoints e ON e.id = f.endpoint_id`,
         [],
       );
-      return rows[0]?.due ?? null;
+      const row = rows[0];
+      return row === undefined ? null : earliestDue(row.due, row.n, row.last);
     },
     async depth() {
       const { rows } = await query<{ n: bigint }>(

@@ -10,6 +10,7 @@ import {
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard } from './query.js';
 import { sqliteTime } from './webhooks.js';
+import { earliestDue, NEXT_DUE_WINDOW } from '../webhook-rows.js';
 
 // The claim is one conditional UPDATE: SQLite runs one write transaction at a time across
 // every process on the file, so no two processes can take the same message.
@@ -52,13 +53,13 @@ function prepare(db: Database.Database) {
       `UPDATE webhook_endpoints SET enabled = 0, updated_at = ?,
          failing_since = coalesce(failing_since, ?) WHERE id = ?`,
     ),
-    nextDue: db
-      .prepare(
-        `SELECT min(max(m.next_attempt_at, coalesce(m.lease_until, 0)))
-         FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_id
-         WHERE m.status = 'pending' AND e.enabled`,
-      )
-      .pluck(),
+    nextDue: db.prepare(
+      `SELECT min(max(f.next_attempt_at, coalesce(f.lease_until, 0))) FILTER (WHERE e.enabled)
+         AS due, count(*) AS n, max(f.next_attempt_at) AS last
+       FROM (SELECT next_attempt_at, lease_until, endpoint_id FROM webhook_messages
+         WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ${NEXT_DUE_WINDOW}) f
+       JOIN webhook_endpoints e ON e.id = f.endpoint_id`,
+    ),
     pending: db.prepare(`SELECT count(*) FROM webhook_messages WHERE status = 'pending'`).pluck(),
     purgeAttempts: db.prepare(
       `DELETE FROM webhook_attempts WHERE message_id IN (
@@ -97,8 +98,13 @@ export function sqliteWebhookQueue(
           }).changes > 0,
       ),
     async nextDue() {
-      const due = guard(() => s.nextDue.get()) as bigint | null;
-      return due === null ? null : sqliteTime(due);
+      const { due, n, last } = guard(() => s.nextDue.get()) as {
+        due: bigint | null;
+        n: bigint;
+        last: bigint | null;
+      };
+      const at = (time: bigint | null) => (time === null ? null : sqliteTime(time));
+      return earliestDue(at(due), Number(n), at(last));
     },
     async depth() {
       return Number(guard(() => s.pending.get()) as bigint);
