@@ -14,9 +14,9 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { machineCpu, treeCpuSeconds } from './cpu.js';
+import { machineCpu, processCpuSeconds, treeCpuSeconds } from './cpu.js';
 import type { PhaseContext } from './phases.js';
-import { BENCH_POSTGRES_URL, reachable, seedSchema } from './postgres.js';
+import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from './postgres.js';
 import { seedSqlite } from './seed.js';
 import {
   hasTaskset,
@@ -27,6 +27,7 @@ import {
   startServer,
   stop,
 } from './servers.js';
+import { LIMITS } from './validity.js';
 
 export const IMPORT_KINDS = ['without ids', 'with ids', 'without ids after with ids'] as const;
 export type ImportKind = (typeof IMPORT_KINDS)[number];
@@ -42,8 +43,15 @@ export interface ImportRun {
   linesPerSecond: number;
   /** The server's CPU over the import, per line. */
   serverCpuUs?: number;
-  /** Cores' worth of CPU that neither the server nor this harness used: the CLI and others. */
-  cliAndOtherCores?: number;
+  /** The CLI's own CPU, per line. */
+  cliCpuUs?: number;
+  /** The server's PostgreSQL backends' CPU, per line. */
+  dbCpuUs?: number;
+  /**
+   * Cores' worth of CPU that neither the server, its database backends, the CLI nor this
+   * harness used: someone else's load. Above LIMITS.otherMax the run is invalid.
+   */
+  otherCores?: number;
 }
 
 export interface ImportFacts {
@@ -73,18 +81,32 @@ export function createdCount(stderr: string): number | undefined {
   return match === null ? undefined : Number(match[2]);
 }
 
-/** Runs the CLI once; its wall time and what it printed on stderr. */
+/**
+ * The CPU seconds of the children of a shell, from the second line `times` prints
+ * (`0m1.250s 0m0.120s`: user, then system).
+ */
+export function childrenCpuSeconds(stderr: string): number | undefined {
+  const lines = stderr.trimEnd().split('\n');
+  const match = /^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/.exec(lines.at(-1) ?? '');
+  if (match === null) return undefined;
+  const [, um, us, sm, ss] = match.map(Number) as number[];
+  return um! * 60 + us! + sm! * 60 + ss!;
+}
+
+/**
+ * Runs the CLI once, in a shell whose `times` gives the CLI's CPU after it exits; its wall
+ * time, CPU and what it printed on stderr.
+ */
 function runImport(
   server: Server,
   token: string,
   file: string,
   core: number | undefined,
-): Promise<{ seconds: number; code: number | null; stderr: string }> {
-  const argv = [PLANTSTORE_BIN, 'plants', 'import', '--url', server.url, file];
-  const [cmd, args] =
-    core !== undefined && hasTaskset
-      ? ['taskset', ['-c', String(core), process.execPath, ...argv]]
-      : [process.execPath, argv];
+): Promise<{ seconds: number; code: number | null; stderr: string; cpu?: number }> {
+  const argv = [process.execPath, PLANTSTORE_BIN, 'plants', 'import', '--url', server.url, file];
+  const pinned = core !== undefined && hasTaskset ? ['taskset', '-c', String(core)] : [];
+  const script = '"$@"; code=$?; times >&2; exit $code';
+  const [cmd, args] = ['bash', ['-c', script, 'bash', ...pinned, ...argv]];
   const started = performance.now();
   const child = spawn(cmd, args, {
     cwd: ROOT,
@@ -95,9 +117,11 @@ function runImport(
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   return new Promise((resolve, reject) => {
     child.once('error', reject);
-    child.once('close', (code) =>
-      resolve({ seconds: (performance.now() - started) / 1000, code, stderr }),
-    );
+    child.once('close', (code) => {
+      const seconds = (performance.now() - started) / 1000;
+      const cpu = childrenCpuSeconds(stderr);
+      resolve({ seconds, code, stderr, ...(cpu !== undefined && { cpu }) });
+    });
   });
 }
 
@@ -107,6 +131,25 @@ interface Target {
   spec: (logLevel: string) => ServerSpec;
   tokensFile: string;
   done: () => Promise<void>;
+  /** The PostgreSQL processes serving the server (PostgresKeeper.backendPids). */
+  backends?: (serverPid: number) => Promise<number[] | undefined>;
+}
+
+/** The CPU seconds of each of `pids` now. */
+function cpuOf(pids: number[] | undefined): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const pid of pids ?? []) {
+    const seconds = processCpuSeconds(pid);
+    if (seconds !== undefined) out.set(pid, seconds);
+  }
+  return out;
+}
+
+/** CPU used since `before` by the processes now in `after` (from 0 for those new since). */
+function cpuSince(before: Map<number, number>, after: Map<number, number>): number {
+  let sum = 0;
+  for (const [pid, seconds] of after) sum += seconds - (before.get(pid) ?? 0);
+  return sum;
 }
 
 /** The three imports into one server, in order. */
@@ -122,13 +165,16 @@ async function importRuns(ctx: PhaseContext, t: Target, lines: number, facts: Im
       // After the first import the counter is at plants + lines: the clients' ids go above it.
       const file = join(ctx.dir, `import-${t.database}-${t.plants}-${kind.replace(/ /g, '-')}`);
       writeFileSync(file, importLines(lines, kind, t.plants + lines + 2));
+      const dbBefore = cpuOf(await t.backends?.(server.pid));
       const cpu = treeCpuSeconds(server.pid);
       const machine = machineCpu();
       const harness = process.cpuUsage();
-      const { seconds, code, stderr } = await runImport(server, token, file, ctx.wrkCore);
+      const imported = await runImport(server, token, file, ctx.wrkCore);
+      const { seconds, code, stderr } = imported;
       const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - (cpu ?? NaN);
       const after = machineCpu();
       const usage = process.cpuUsage(harness);
+      const dbCpu = t.backends ? cpuSince(dbBefore, cpuOf(await t.backends(server.pid))) : 0;
       const created = createdCount(stderr);
       if (code !== 0 || created !== lines) {
         facts.problems.push(
@@ -145,9 +191,22 @@ async function importRuns(ctx: PhaseContext, t: Target, lines: number, facts: Im
         linesPerSecond: lines / seconds,
       };
       if (Number.isFinite(serverCpu)) run.serverCpuUs = (serverCpu / lines) * 1e6;
-      if (machine !== undefined && after !== undefined && Number.isFinite(serverCpu)) {
-        const own = serverCpu + (usage.user + usage.system) / 1e6;
-        run.cliAndOtherCores = (after.busy - machine.busy - own) / seconds;
+      if (imported.cpu !== undefined) run.cliCpuUs = (imported.cpu / lines) * 1e6;
+      if (t.backends) run.dbCpuUs = (dbCpu / lines) * 1e6;
+      if (
+        machine !== undefined &&
+        after !== undefined &&
+        Number.isFinite(serverCpu) &&
+        imported.cpu !== undefined
+      ) {
+        const known = serverCpu + dbCpu + imported.cpu + (usage.user + usage.system) / 1e6;
+        run.otherCores = (after.busy - machine.busy - known) / seconds;
+        if (run.otherCores > LIMITS.otherMax) {
+          facts.problems.push(
+            `${t.database} ${t.plants}, ${kind}: other processes used ` +
+              `${run.otherCores.toFixed(2)} cores (limit ${LIMITS.otherMax})`,
+          );
+        }
       }
       facts.runs.push(run);
       ctx.log(
@@ -196,7 +255,15 @@ export async function importPhase(ctx: PhaseContext, lines: number): Promise<Imp
       logLevel,
     });
     const done = () => schema.drop();
-    await importRuns(ctx, { database: 'PostgreSQL', plants, spec, tokensFile, done }, lines, facts);
+    const port = loopbackPort(schema.url);
+    const backends =
+      port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
+    await importRuns(
+      ctx,
+      { database: 'PostgreSQL', plants, spec, tokensFile, done, ...(backends && { backends }) },
+      lines,
+      facts,
+    );
   }
   return facts;
 }

@@ -135,7 +135,9 @@ export function importsTable(imports: ImportFacts): string {
     'seconds',
     'lines/s',
     'server CPU µs/line',
-    'CLI and other load (cores)',
+    'database CPU µs/line',
+    'CLI CPU µs/line',
+    'other load (cores)',
   ];
   const lines = imports.runs.map((r) => [
     r.database,
@@ -145,7 +147,9 @@ export function importsTable(imports: ImportFacts): string {
     fmt(r.seconds, 2),
     fmt(r.linesPerSecond),
     fmt(r.serverCpuUs, 1),
-    fmt(r.cliAndOtherCores, 2),
+    fmt(r.dbCpuUs, 1),
+    fmt(r.cliCpuUs, 1),
+    fmt(r.otherCores, 2),
   ]);
   return tableOf(head, lines);
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CLK_TCK, parseProcStat, statCpuSeconds } from '../../bench/cpu.js';
-import { createdCount, importLines } from '../../bench/import-phase.js';
+import { childrenCpuSeconds, createdCount, importLines } from '../../bench/import-phase.js';
 import { parseTcpTable } from '../../bench/postgres.js';
 import { figures, median, pairedRatios, side } from '../../bench/summary.js';
 import type { TurnMeasure } from '../../bench/turn.js';
@@ -146,5 +146,12 @@ describe('the import rows', () => {
       'imported 10 lines\n/tmp/f: 10 lines: 9 created, 0 created by an earlier run, 1 failed\n';
     assert.equal(createdCount(stderr), 9);
     assert.equal(createdCount('plantstore: cannot reach the server'), undefined);
+  });
+
+  it("read the CLI's CPU from the shell's times, after what the CLI printed", () => {
+    const stderr =
+      '/tmp/f: 10 lines: 10 created, 0 created by an earlier run, 0 failed\n0m0.004s 0m0.002s\n1m2.500s 0m0.250s\n';
+    assert.equal(childrenCpuSeconds(stderr), 62.75);
+    assert.equal(childrenCpuSeconds('no times here\n'), undefined);
   });
 });
