@@ -113,3 +113,20 @@ export function peakRssMb(pid: number): number | undefined {
   const kb = /^VmHWM:\s+(\d+) kB/m.exec(read(`/proc/${pid}/status`) ?? '')?.[1];
   return kb === undefined ? undefined : Number(kb) / 1024;
 }
+
+/** The CPU seconds of each of `pids` now. */
+export function cpuOf(pids: number[] | undefined): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const pid of pids ?? []) {
+    const seconds = processCpuSeconds(pid);
+    if (seconds !== undefined) out.set(pid, seconds);
+  }
+  return out;
+}
+
+/** CPU used since `before` by the processes now in `after` (from 0 for those new since). */
+export function cpuSince(before: Map<number, number>, after: Map<number, number>): number {
+  let sum = 0;
+  for (const [pid, seconds] of after) sum += seconds - (before.get(pid) ?? 0);
+  return sum;
+}

@@ -15,11 +15,14 @@ import Database from 'better-sqlite3';
 import type pg from 'pg';
 import { TokenService } from '../src/service/token-service.js';
 import { openStore, type StoreConfig } from '../src/store/open.js';
+import { cpuOf, cpuSince, machineCpu, treeCpuSeconds } from './cpu.js';
+import { childrenCpuSeconds } from './import-phase.js';
 import type { PhaseContext } from './phases.js';
-import { BENCH_POSTGRES_URL, reachable, seedSchema } from './postgres.js';
+import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from './postgres.js';
 import { seedSqlite } from './seed.js';
 import { hasTaskset, PLANTSTORE_BIN, ROOT, type ServerSpec, startServer, stop } from './servers.js';
 import { median } from './summary.js';
+import { LIMITS } from './validity.js';
 import { runWrk } from './wrk.js';
 
 export interface HistoryRun {
@@ -32,6 +35,36 @@ export interface HistoryRun {
   p99ms: number;
   /** Requests answered (deliveries), or runs of the command (audit). */
   samples: number;
+  /**
+   * Cores' worth of CPU that neither the server, its PostgreSQL backends, wrk, the CLI nor
+   * this harness used (the audit command's own backend counts here: it is gone when the
+   * command is): someone else's load. Above LIMITS.otherMax the run is invalid.
+   */
+  otherCores?: number;
+}
+
+/** Cores' worth of the machine's CPU between two readings not used by `known` seconds. */
+function otherCores(
+  before: ReturnType<typeof machineCpu>,
+  harness: NodeJS.CpuUsage,
+  known: number,
+  seconds: number,
+): number | undefined {
+  const after = machineCpu();
+  if (before === undefined || after === undefined || !Number.isFinite(known)) return undefined;
+  const usage = process.cpuUsage(harness);
+  return (after.busy - before.busy - known - (usage.user + usage.system) / 1e6) / seconds;
+}
+
+/** A measurement, and why the run is invalid if someone else's load disturbed it. */
+function record(facts: HistoryFacts, run: HistoryRun): void {
+  facts.runs.push(run);
+  if (run.otherCores !== undefined && run.otherCores > LIMITS.otherMax) {
+    facts.problems.push(
+      `${run.database} ${run.entries}, ${run.what}: other processes used ` +
+        `${run.otherCores.toFixed(2)} cores (limit ${LIMITS.otherMax})`,
+    );
+  }
 }
 
 export interface HistoryFacts {
@@ -127,6 +160,8 @@ async function fillPostgres(client: pg.Client, endpoint: bigint, n: number): Pro
 
 interface Where {
   database: HistoryRun['database'];
+  /** The PostgreSQL processes serving the server (PostgresKeeper.backendPids). */
+  backends?: (serverPid: number) => Promise<number[] | undefined>;
   /** `--db FILE` or `--database-url URL`. */
   args: string[];
   spec: (logLevel: string) => ServerSpec;
@@ -164,44 +199,72 @@ async function measure(
         ...(ctx.wrkCore !== undefined && { core: ctx.wrkCore }),
       });
     await turn(1);
+    const dbBefore = cpuOf(await w.backends?.(server.pid));
+    const cpu = treeCpuSeconds(server.pid) ?? NaN;
+    const machine = machineCpu();
+    const harness = process.cpuUsage();
+    const started = performance.now();
     const wrk = await turn(Math.max(2, ctx.turnSeconds));
+    const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - cpu;
+    const seconds = (performance.now() - started) / 1000;
+    const dbCpu = w.backends ? cpuSince(dbBefore, cpuOf(await w.backends(server.pid))) : 0;
+    const other = otherCores(machine, harness, serverCpu + dbCpu + wrk.cpuSeconds, seconds);
     const errors = wrk.connect + wrk.read + wrk.write + wrk.status + wrk.timeout;
     if (errors > 0) facts.problems.push(`${w.database} ${n}: deliveries, ${errors} errors`);
-    facts.runs.push({
+    record(facts, {
       database: w.database,
       entries: n,
       what: 'deliveries',
       p50ms: wrk.p50us / 1000,
       p99ms: wrk.p99us / 1000,
       samples: wrk.requests,
+      ...(other !== undefined && { otherCores: other }),
     });
   } finally {
     await stop(server);
   }
   // The plant in the middle: one entry, found among all of them.
-  const argv = [PLANTSTORE_BIN, 'audit', ...w.args, '--plant', String(Math.ceil(n / 2))];
-  const [cmd, args] =
-    ctx.wrkCore !== undefined && hasTaskset
-      ? ['taskset', ['-c', String(ctx.wrkCore), process.execPath, ...argv]]
-      : [process.execPath, argv];
+  const argv = [
+    process.execPath,
+    PLANTSTORE_BIN,
+    'audit',
+    ...w.args,
+    '--plant',
+    String(Math.ceil(n / 2)),
+  ];
+  const pinned = ctx.wrkCore !== undefined && hasTaskset ? ['taskset', '-c', `${ctx.wrkCore}`] : [];
+  // In a shell whose `times` gives the command's CPU once it exits.
+  const script = '"$@"; code=$?; times >&2; exit $code';
+  const args = ['-c', script, 'bash', ...pinned, ...argv];
   const times: number[] = [];
+  let cliCpu = 0;
+  let machine = machineCpu();
+  let harness = process.cpuUsage();
   for (let i = 0; i <= AUDIT_RUNS; i++) {
+    // The run not counted is not in the load's reading either.
+    if (i === 1) [machine, harness] = [machineCpu(), process.cpuUsage()];
     const started = performance.now();
-    const run = spawnSync(cmd, args, { cwd: ROOT, encoding: 'utf8' });
+    const run = spawnSync('bash', args, { cwd: ROOT, encoding: 'utf8' });
     const ms = performance.now() - started;
     if (run.status !== 0 || !run.stdout.includes('create')) {
       facts.problems.push(`${w.database} ${n}: audit exited ${run.status}: ${run.stderr.trim()}`);
       return;
     }
-    if (i > 0) times.push(ms);
+    if (i > 0) {
+      times.push(ms);
+      cliCpu += childrenCpuSeconds(run.stderr) ?? NaN;
+    }
   }
-  facts.runs.push({
+  const total = times.reduce((sum, t) => sum + t, 0) / 1000;
+  const other = otherCores(machine, harness, cliCpu, total);
+  record(facts, {
     database: w.database,
     entries: n,
     what: 'audit',
     p50ms: median(times),
     p99ms: Math.max(...times),
     samples: times.length,
+    ...(other !== undefined && { otherCores: other }),
   });
 }
 
@@ -252,7 +315,17 @@ export async function historyPhase(ctx: PhaseContext): Promise<HistoryFacts> {
         logLevel,
       });
       const args = ['--database-url', schema.url];
-      await measure(ctx, { database: 'PostgreSQL', args, spec }, n, endpoint, tokensFile, facts);
+      const port = loopbackPort(schema.url);
+      const backends =
+        port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
+      await measure(
+        ctx,
+        { database: 'PostgreSQL', args, spec, ...(backends && { backends }) },
+        n,
+        endpoint,
+        tokensFile,
+        facts,
+      );
       logRuns(ctx, facts);
     } finally {
       await schema.drop();

@@ -14,7 +14,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { machineCpu, processCpuSeconds, treeCpuSeconds } from './cpu.js';
+import { cpuOf, cpuSince, machineCpu, treeCpuSeconds } from './cpu.js';
 import type { PhaseContext } from './phases.js';
 import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from './postgres.js';
 import { seedSqlite } from './seed.js';
@@ -133,23 +133,6 @@ interface Target {
   done: () => Promise<void>;
   /** The PostgreSQL processes serving the server (PostgresKeeper.backendPids). */
   backends?: (serverPid: number) => Promise<number[] | undefined>;
-}
-
-/** The CPU seconds of each of `pids` now. */
-function cpuOf(pids: number[] | undefined): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const pid of pids ?? []) {
-    const seconds = processCpuSeconds(pid);
-    if (seconds !== undefined) out.set(pid, seconds);
-  }
-  return out;
-}
-
-/** CPU used since `before` by the processes now in `after` (from 0 for those new since). */
-function cpuSince(before: Map<number, number>, after: Map<number, number>): number {
-  let sum = 0;
-  for (const [pid, seconds] of after) sum += seconds - (before.get(pid) ?? 0);
-  return sum;
 }
 
 /** The three imports into one server, in order. */

@@ -156,7 +156,15 @@ export function importsTable(imports: ImportFacts): string {
 
 /** Deliveries and the audit trail read back, one line per measurement. */
 export function historyTable(history: HistoryFacts): string {
-  const head = ['database', 'entries kept', 'what', 'p50 ms', 'p99 ms (audit: slowest)', 'samples'];
+  const head = [
+    'database',
+    'entries kept',
+    'what',
+    'p50 ms',
+    'p99 ms (audit: slowest)',
+    'samples',
+    'other load (cores)',
+  ];
   const lines = history.runs.map((r) => [
     r.database,
     plantsText(r.entries),
@@ -166,6 +174,7 @@ export function historyTable(history: HistoryFacts): string {
     fmt(r.p50ms, 2),
     fmt(r.p99ms, 2),
     fmt(r.samples),
+    fmt(r.otherCores, 2),
   ]);
   return tableOf(head, lines);
 }

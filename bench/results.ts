@@ -109,7 +109,9 @@ A plantstore server (SQLite with power durability, or PostgreSQL) with as many w
 kept for one endpoint (each delivered in one attempt) and audit entries (one create per plant) as
 plants, written straight to the database: \`GET /webhooks/{id}/deliveries\` (the first page) by wrk
 at one connection after a warm-up turn; \`plantstore audit --plant <id>\` for a plant in the middle,
-the whole command, 5 runs after one not counted.
+the whole command, 5 runs after one not counted. The run is invalid when a request failed, or
+when other processes used more than ${LIMITS.otherMax} cores meanwhile (the server's PostgreSQL
+backends are known; the audit command's own backend counts as another's).
 
 ${historyTable(facts.history!)}
 

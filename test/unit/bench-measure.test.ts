@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CLK_TCK, parseProcStat, statCpuSeconds } from '../../bench/cpu.js';
+import { CLK_TCK, cpuSince, parseProcStat, statCpuSeconds } from '../../bench/cpu.js';
 import { childrenCpuSeconds, createdCount, importLines } from '../../bench/import-phase.js';
 import { parseTcpTable } from '../../bench/postgres.js';
 import { figures, median, pairedRatios, side } from '../../bench/summary.js';
@@ -20,6 +20,18 @@ describe('/proc readings', () => {
     const text = 'cpu  100 10 50 9999 77 3 7 20 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n';
     assert.deepEqual(parseProcStat(text), { busy: 170 / CLK_TCK, steal: 20 / CLK_TCK });
     assert.equal(parseProcStat('intr 1 2 3'), undefined);
+  });
+
+  it('counts the CPU of processes since a reading, from 0 for those started since', () => {
+    const before = new Map([
+      [10, 1.5],
+      [11, 2],
+    ]);
+    const after = new Map([
+      [10, 2],
+      [12, 0.25],
+    ]);
+    assert.equal(cpuSince(before, after), 0.75);
   });
 
   it("finds the local ports of a process's connections to one remote port", () => {
