@@ -57,11 +57,19 @@ const PLANT_IDS_LOCK = '8100956956760040563';
 // id some plant has or had is taken already, and then nothing is created (see the migration),
 // nor when a plant inserted by hand, unrecorded, holds the id. `fenced` takes the shared lock
 // before the draw (`drawn` reads its row), so that no prune runs between draw and claim; both
-// are MATERIALIZED so that each runs once.
-export const INSERT_NEW = `WITH ${KEY_HELD},
+// are MATERIALIZED so that each runs once. A try after one that drew a taken id ($8) first
+// moves the sequence past the run that id starts (`skipped`: plant_ids_skip, in the migration 0007_plant_id_pruning) in the same
+// statement: a create that meets a taken id costs two statements, not three.
+const insertNew = (afterSkip: boolean) => `WITH ${KEY_HELD},
   fenced AS MATERIALIZED (
-    SELECT pg_advisory_xact_lock_shared(${PLANT_IDS_LOCK}) WHERE (SELECT ok FROM allowed)),
-  drawn AS MATERIALIZED (SELECT nextval('plant_id_seq') AS id FROM fenced),
+    SELECT pg_advisory_xact_lock_shared(${PLANT_IDS_LOCK}) WHERE (SELECT ok FROM allowed)),${
+      afterSkip
+        ? `
+  skipped AS MATERIALIZED (SELECT plant_ids_skip($8::bigint) FROM fenced),`
+        : ''
+    }
+  drawn AS MATERIALIZED (
+    SELECT nextval('plant_id_seq') AS id FROM fenced${afterSkip ? ', skipped' : ''}),
   claimed AS (
     INSERT INTO plant_ids_taken (id) SELECT id FROM drawn
     ON CONFLICT DO NOTHING RETURNING id),
@@ -71,9 +79,8 @@ export const INSERT_NEW = `WITH ${KEY_HELD},
     RETURNING ${STORED}),
   ${afterCreate('(SELECT id FROM drawn)')}`;
 
-// Moves the sequence past the run of taken ids that starts at the id drawn ($1): see the
-// function in the migration 0007_plant_id_pruning.
-export const SKIP_TAKEN = 'SELECT plant_ids_skip($1::bigint)';
+export const INSERT_NEW = insertNew(false);
+export const INSERT_NEW_AFTER_SKIP = insertNew(true);
 
 // A client create records its id as taken before it creates the plant (`recorded` is read to
 // the end first), taking its locks in the same order as a server create.

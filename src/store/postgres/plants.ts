@@ -17,7 +17,7 @@ import {
   page,
   TAG_AFTER,
   INSERT_NEW,
-  SKIP_TAKEN,
+  INSERT_NEW_AFTER_SKIP,
   INSERT_WITH_ID,
   updateSql,
   DELETE,
@@ -113,20 +113,33 @@ async function insert(
  * taken id moves the sequence past the run of taken ids it starts, then tries again.
  */
 async function insertNew(query: Query, values: unknown[]): Promise<StoredPlant> {
+  let skip: bigint | undefined;
   for (;;) {
-    const row = (await drawAndCreate(query, values))[0]!;
+    const row = (await drawAndCreate(query, values, skip))[0]!;
     if (!row.allowed) throw new KeyNotHeldError();
     if (row.id !== null && row.id !== undefined) return toStoredPlant(row as StoredPlantRow);
-    await query('plants.skipTaken', SKIP_TAKEN, [row.drawn!.toString()]);
+    skip = row.drawn!;
   }
 }
 
 /** SQLSTATE of nextval past the sequence's MAXVALUE: every id up to the int64 maximum is used. */
 const SEQUENCE_EXHAUSTED = '2200H';
 
-async function drawAndCreate(query: Query, values: unknown[]): Promise<CreateRow[]> {
+/** One try; `skip`, the taken id the try before drew, is skipped first. */
+async function drawAndCreate(
+  query: Query,
+  values: unknown[],
+  skip: bigint | undefined,
+): Promise<CreateRow[]> {
   try {
-    return (await query<CreateRow>('plants.insertNew', INSERT_NEW, values)).rows;
+    const { rows } =
+      skip === undefined
+        ? await query<CreateRow>('plants.insertNew', INSERT_NEW, values)
+        : await query<CreateRow>('plants.insertNewAfterSkip', INSERT_NEW_AFTER_SKIP, [
+            ...values,
+            skip.toString(),
+          ]);
+    return rows;
   } catch (error) {
     if (error instanceof pg.DatabaseError && error.code === SEQUENCE_EXHAUSTED) {
       throw new IdsExhaustedError();
