@@ -22,37 +22,26 @@ import cors from '@fastify/cors';
 import etag from '@fastify/etag';
 import helmet from '@fastify/helmet';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyRequest } from 'fastify';
 import {
   type Answer,
-  BAD_ID,
   BAD_JSON,
-  BAD_PLANT,
-  BAD_QUERY,
-  createdAnswer,
-  DELETED,
   failure,
   HEALTHY,
   INTERNAL,
   MAX_BODY,
   MEDIA_TYPE,
   NOT_FOUND,
-  noPlant,
-  pageAnswer,
-  parseInt64,
-  parseListQuery,
-  plantAnswer,
   TOO_LARGE,
-  UNAVAILABLE,
-  UNAVAILABLE_CODE,
-  validPlant,
 } from './common.js';
+import { plantRoutes, send } from './fastify-routes.js';
 import { yardstickArgs } from './node-http.js';
 import { openSqlite } from './sqlite.js';
 
 const args = yardstickArgs();
 if (args.db === undefined) throw new Error('fastify-plugins: --db FILE is required');
-const { db, statements: sql, page: pageOf, create: createPlant, grants } = openSqlite(args.db);
+const sqlite = openSqlite(args.db);
+const { db, grants } = sqlite;
 
 /** The usable tokens' scopes by hash, and by token once a token has been seen. */
 const scopesByHash = new Map(grants.map((g) => [g.hash, g.scopes.split(' ')]));
@@ -74,34 +63,10 @@ const RATE_LIMITED = failure(
 
 const app = Fastify({ logger: true, bodyLimit: MAX_BODY });
 
-function send(reply: FastifyReply, answer: Answer): FastifyReply {
-  reply.code(answer.status).headers(answer.headers);
-  return answer.body === undefined ? reply.send() : reply.send(answer.body);
-}
-
-function guarded(work: () => Answer): Answer {
-  try {
-    return work();
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    return typeof code === 'string' && UNAVAILABLE_CODE.test(code) ? UNAVAILABLE : INTERNAL;
-  }
-}
-
 /** The 403 when the request's token (bearer-auth let it in) lacks `scope`. */
 function lacking(req: FastifyRequest, scope: string): Answer | undefined {
   if (req.getDecorator<string[]>('scopes').includes(scope)) return undefined;
   return failure(403, 40301, `This operation needs the scope "${scope}".`);
-}
-
-/** The scope check, then `work` with the id, answering 503/500 when the database fails. */
-function withPlant(scope: string, work: (id: bigint) => Answer) {
-  return (req: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
-    const refusal = lacking(req, scope);
-    if (refusal !== undefined) return send(reply, refusal);
-    const id = parseInt64(req.params.id);
-    return send(reply, id === undefined ? BAD_ID : guarded(() => work(id)));
-  };
 }
 
 // Before the API's context is registered, which takes them from here.
@@ -158,41 +123,7 @@ await app.register(async (api) => {
     keyGenerator: (req) => req.headers.authorization ?? req.ip,
   });
 
-  api.get(
-    '/plants/:id',
-    withPlant('plants:read', (id) => {
-      const row = sql.getOne.get(id);
-      return row === undefined ? noPlant(id) : plantAnswer(row);
-    }),
-  );
-
-  api.delete(
-    '/plants/:id',
-    withPlant('plants:write', (id) => (sql.remove.run(id).changes === 0 ? noPlant(id) : DELETED)),
-  );
-
-  api.get('/plants', (req, reply) => {
-    const refusal = lacking(req, 'plants:read');
-    if (refusal !== undefined) return send(reply, refusal);
-    const q = req.url.indexOf('?');
-    const page = parseListQuery(q === -1 ? '' : req.url.slice(q + 1));
-    if (page === undefined) return send(reply, BAD_QUERY);
-    return send(
-      reply,
-      guarded(() => pageAnswer(pageOf(page), page.limit, page.tag)),
-    );
-  });
-
-  api.post('/plants', (req, reply) => {
-    const refusal = lacking(req, 'plants:write');
-    if (refusal !== undefined) return send(reply, refusal);
-    const body = req.body;
-    if (!validPlant(body)) return send(reply, BAD_PLANT);
-    return send(
-      reply,
-      guarded(() => createdAnswer(createPlant(body.name, body.tag ?? null))),
-    );
-  });
+  plantRoutes(api, sqlite, lacking);
 });
 
 const address = await app.listen({ host: '127.0.0.1', port: args.port });
