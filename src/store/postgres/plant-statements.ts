@@ -58,8 +58,9 @@ const PLANT_IDS_LOCK = '8100956956760040563';
 // nor when a plant inserted by hand, unrecorded, holds the id. `fenced` takes the shared lock
 // before the draw (`drawn` reads its row), so that no prune runs between draw and claim; both
 // are MATERIALIZED so that each runs once. A try after one that drew a taken id ($8) first
-// moves the sequence past the run that id starts (`skipped`: plant_ids_skip, in the migration 0007_plant_id_pruning) in the same
-// statement: a create that meets a taken id costs two statements, not three.
+// moves the sequence past the run that id starts (`skipped`: plant_ids_skip, in the
+// migration 0007_plant_id_pruning) in the same statement: a create that meets a taken id
+// costs two statements, not three.
 const insertNew = (afterSkip: boolean) => `WITH ${KEY_HELD},
   fenced AS MATERIALIZED (
     SELECT pg_advisory_xact_lock_shared(${PLANT_IDS_LOCK}) WHERE (SELECT ok FROM allowed)),${
