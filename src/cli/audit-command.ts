@@ -87,6 +87,16 @@ function pruneCommand(): Command {
     )
     .action(async ({ before }: { before: Date }, command: Command) => {
       const audit = command.parent!;
+      // audit's listing options reach audit, not prune: refused, or `prune --since 90d` would
+      // read as a prune of what --since names while deleting by --before alone.
+      const listing = audit.opts<AuditOptions>();
+      const ignored = (['since', 'plant', 'json'] as const).filter((k) => listing[k] !== undefined);
+      if (ignored.length > 0) {
+        command.error(
+          `error: audit prune deletes by --before alone; it takes no ${ignored.map((k) => `--${k}`).join(', ')}`,
+          { exitCode: 2 },
+        );
+      }
       const { store } = await openDatabase(audit.opts<DatabaseOptions>(), audit, {
         create: false,
       });

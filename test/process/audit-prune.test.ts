@@ -141,6 +141,8 @@ describe('audit prune and --audit-retention refuse what would lose the trail by 
       [[], /required option '--before <time>' not specified/],
       [['--before', '90'], /"90" is neither a date-time .* nor a duration/],
       [['--before', 'yesterday'], /"yesterday" is neither/],
+      [['--before', '90d', '--since', '30d'], /deletes by --before alone; it takes no --since/],
+      [['--plant', '1', '--before', '90d'], /it takes no --plant/],
     ] as const) {
       const res = await run(['audit', 'prune', ...args, ...db.args]);
       assert.equal(res.code, 2, `${args.join(' ')}: ${res.stderr}`);
