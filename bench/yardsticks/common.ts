@@ -148,6 +148,16 @@ export class TokenCheck {
     this.byHash = new Map(grants.map((g) => [g.hash, g.scopes.split(' ')]));
   }
 
+  /** The scopes of a usable token, hashed once and then known by itself; else undefined. */
+  scopesOf(token: string): string[] | undefined {
+    let scopes = this.known.get(token);
+    if (scopes === undefined) {
+      scopes = this.byHash.get(this.hash(token));
+      if (scopes !== undefined) this.known.set(token, scopes);
+    }
+    return scopes;
+  }
+
   /** undefined when the request may proceed; otherwise the 401 or 403 to send. */
   refusal(authorization: string | undefined, scope: string): Answer | undefined {
     const token = BEARER.exec(authorization ?? '')?.[1];
@@ -156,15 +166,11 @@ export class TokenCheck {
         'www-authenticate': REALM,
       });
     }
-    let scopes = this.known.get(token);
+    const scopes = this.scopesOf(token);
     if (scopes === undefined) {
-      scopes = this.byHash.get(this.hash(token));
-      if (scopes === undefined) {
-        return failure(401, 40101, 'The access token is unknown, revoked or expired.', {
-          'www-authenticate': `${REALM}, error="invalid_token"`,
-        });
-      }
-      this.known.set(token, scopes);
+      return failure(401, 40101, 'The access token is unknown, revoked or expired.', {
+        'www-authenticate': `${REALM}, error="invalid_token"`,
+      });
     }
     if (scopes.includes(scope)) return undefined;
     return failure(403, 40301, `This operation needs the scope "${scope}".`, {

@@ -32,6 +32,7 @@ import {
   MAX_BODY,
   MEDIA_TYPE,
   NOT_FOUND,
+  TokenCheck,
   TOO_LARGE,
 } from './common.js';
 import { plantRoutes, send } from './fastify-routes.js';
@@ -43,17 +44,7 @@ if (args.db === undefined) throw new Error('fastify-plugins: --db FILE is requir
 const sqlite = openSqlite(args.db);
 const { db, grants } = sqlite;
 
-/** The usable tokens' scopes by hash, and by token once a token has been seen. */
-const scopesByHash = new Map(grants.map((g) => [g.hash, g.scopes.split(' ')]));
-const known = new Map<string, string[]>();
-function scopesOf(token: string): string[] | undefined {
-  let scopes = known.get(token);
-  if (scopes === undefined) {
-    scopes = scopesByHash.get(createHash('sha256').update(token).digest('hex'));
-    if (scopes !== undefined) known.set(token, scopes);
-  }
-  return scopes;
-}
+const tokens = new TokenCheck(grants, (t) => createHash('sha256').update(t).digest('hex'));
 
 const RATE_LIMITED = failure(
   429,
@@ -101,7 +92,7 @@ await app.register(async (api) => {
   await api.register(bearerAuth, {
     keys: new Set<string>(),
     auth: (token, req) => {
-      const scopes = scopesOf(token);
+      const scopes = tokens.scopesOf(token);
       if (scopes === undefined) return false;
       req.setDecorator('scopes', scopes);
       return true;

@@ -5,7 +5,7 @@ import type { AuditEntry, AuditQuery } from '../core/audit.js';
 import { parseInt64 } from '../core/int64.js';
 import type { Plant } from '../core/plant.js';
 import { parseDuration } from '../core/tokens.js';
-import { PRUNE_BATCH } from '../service/maintenance.js';
+import { inBatches } from '../service/maintenance.js';
 import { openDatabase } from './database.js';
 import { argument, databaseUrlOption, type DatabaseOptions, dbOption } from './options.js';
 import { forTerminal } from './terminal-text.js';
@@ -101,12 +101,7 @@ function pruneCommand(): Command {
         create: false,
       });
       try {
-        let deleted = 0;
-        for (;;) {
-          const batch = await store.audit.prune(before, PRUNE_BATCH);
-          deleted += batch;
-          if (batch < PRUNE_BATCH) break;
-        }
+        const deleted = await inBatches((batch) => store.audit.prune(before, batch));
         process.stderr.write(
           `deleted ${deleted} audit entries written before ${before.toISOString()}\n`,
         );

@@ -111,13 +111,24 @@ export class Maintenance {
   }
 
   /** Deletes batch after batch until one finds fewer than a batch, or the loop stops. */
-  private async batches(prune: (batch: number) => Promise<number>): Promise<number> {
-    let total = 0;
-    while (!this.stopped) {
-      const deleted = await prune(PRUNE_BATCH);
-      total += deleted;
-      if (deleted < PRUNE_BATCH) break;
-    }
-    return total;
+  private batches(prune: (batch: number) => Promise<number>): Promise<number> {
+    return inBatches(prune, () => this.stopped);
   }
+}
+
+/**
+ * Runs `prune` a batch at a time until a batch finds fewer than PRUNE_BATCH or `stopped`
+ * says so, and answers how many it deleted in all.
+ */
+export async function inBatches(
+  prune: (batch: number) => Promise<number>,
+  stopped: () => boolean = () => false,
+): Promise<number> {
+  let total = 0;
+  while (!stopped()) {
+    const deleted = await prune(PRUNE_BATCH);
+    total += deleted;
+    if (deleted < PRUNE_BATCH) break;
+  }
+  return total;
 }

@@ -28,10 +28,7 @@ function prepare(db: Database.Database) {
       `SELECT fingerprint, status, plant_id, plant_name, plant_tag, plant_version, error_code,
          error_message FROM idempotency_keys WHERE token_id = ? AND key = ?`,
     ),
-    purge: db.prepare(
-      `DELETE FROM idempotency_keys WHERE rowid IN
-         (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ${PURGE_BATCH})`,
-    ),
+    // Up to a number of keys expired at a time: a claim's purge on its way, or a prune.
     prune: db.prepare(
       `DELETE FROM idempotency_keys WHERE rowid IN
          (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`,
@@ -63,11 +60,11 @@ export function sqliteIdempotency(db: Database.Database, batches: GroupCommit): 
 }
 
 function claim(
-  { purge, take, read }: Statements,
+  { prune, take, read }: Statements,
   { tokenId, key, fingerprint, at }: IdempotencyClaim,
 ): ClaimOutcome {
   const now = at.getTime();
-  purge.run(now);
+  prune.run(now, PURGE_BATCH);
   const taken = take.get({
     tokenId,
     key,
