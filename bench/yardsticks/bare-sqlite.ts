@@ -26,10 +26,7 @@ import {
   pageAnswer,
   TokenCheck,
   validPlant,
-  UNAVAILABLE,
-  INTERNAL,
-  UNAVAILABLE_CODE,
-  type Answer,
+  guarded,
 } from './common.js';
 import { hasBody, listen, readJson, write, yardstickArgs } from './node-http.js';
 
@@ -37,16 +34,6 @@ const args = yardstickArgs();
 if (args.db === undefined) throw new Error('bare-sqlite: --db FILE is required');
 const { db, statements: sql, page: pageOf, create: createPlant, grants } = openSqlite(args.db);
 const tokens = new TokenCheck(grants, (t) => createHash('sha256').update(t).digest('hex'));
-
-/** Runs a statement, answering 503 when the database cannot be used and 500 otherwise. */
-function guarded(work: () => Answer): Answer {
-  try {
-    return work();
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    return typeof code === 'string' && UNAVAILABLE_CODE.test(code) ? UNAVAILABLE : INTERNAL;
-  }
-}
 
 function plant(req: IncomingMessage, res: ServerResponse, idText: string): void {
   const method = req.method;

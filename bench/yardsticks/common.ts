@@ -182,3 +182,13 @@ export class TokenCheck {
 /** The database error codes that mean "unavailable" rather than a bug (503, not 500). */
 export const UNAVAILABLE_CODE =
   /^(?:SQLITE_(?:BUSY|LOCKED|IOERR|CANTOPEN|FULL|READONLY)|57P0[1-3]|08)/;
+
+/** Runs a SQLite statement, answering 503 when the database cannot be used, 500 otherwise. */
+export function guarded(work: () => Answer): Answer {
+  try {
+    return work();
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    return typeof code === 'string' && UNAVAILABLE_CODE.test(code) ? UNAVAILABLE : INTERNAL;
+  }
+}

@@ -11,15 +11,13 @@ import {
   BAD_QUERY,
   createdAnswer,
   DELETED,
-  INTERNAL,
   noPlant,
   pageAnswer,
   parseInt64,
   parseListQuery,
   plantAnswer,
-  UNAVAILABLE,
-  UNAVAILABLE_CODE,
   validPlant,
+  guarded,
 } from './common.js';
 import type { openSqlite } from './sqlite.js';
 
@@ -29,16 +27,6 @@ export type Refusal = (req: FastifyRequest, scope: string) => Answer | undefined
 export function send(reply: FastifyReply, answer: Answer): FastifyReply {
   reply.code(answer.status).headers(answer.headers);
   return answer.body === undefined ? reply.send() : reply.send(answer.body);
-}
-
-/** `work`'s answer, or 503/500 when the database fails. */
-function guarded(work: () => Answer): Answer {
-  try {
-    return work();
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    return typeof code === 'string' && UNAVAILABLE_CODE.test(code) ? UNAVAILABLE : INTERNAL;
-  }
 }
 
 export function plantRoutes(
