@@ -202,8 +202,9 @@ export function sqliteFindings(
 // plan cache mode; their plans are judged alike.
 // ---------------------------------------------------------------------------------------
 
-interface PlanNode {
+export interface PlanNode {
   'Node Type': string;
+  'Actual Rows'?: number;
   'Relation Name'?: string;
   'Index Name'?: string;
   'Index Cond'?: string;
@@ -301,11 +302,15 @@ export async function postgresFindings(
   return { findings, planned };
 }
 
-/** The plans of the statements `text` runs inside the functions it calls (see above). */
-async function nestedPlans(
+/**
+ * The plans of the statements `text` runs inside the functions it calls (see above); with
+ * `analyze`, each node with the rows it actually read (`Actual Rows`, per loop).
+ */
+export async function nestedPlans(
   client: pg.Client,
   text: string,
   values: unknown[],
+  { analyze = false } = {},
 ): Promise<{ query: string; plan: PlanNode }[]> {
   const plans: { query: string; plan: PlanNode }[] = [];
   const listener = (notice: { message?: string }) => {
@@ -324,6 +329,7 @@ async function nestedPlans(
     await client.query(`SET auto_explain.log_format = json`);
     await client.query(`SET auto_explain.log_level = notice`);
     await client.query(`SET auto_explain.log_nested_statements = on`);
+    await client.query(`SET auto_explain.log_analyze = ${analyze ? 'on' : 'off'}`);
     await client.query('BEGIN');
     try {
       await client.query('SET LOCAL auto_explain.log_min_duration = 0');

@@ -56,11 +56,16 @@ const PLANT_IDS_LOCK = '8100956956760040563';
 // A server create claims the id it draws in plant_ids_taken before it creates the plant: an
 // id some plant has or had is taken already, and then nothing is created (see the migration),
 // nor when a plant inserted by hand, unrecorded, holds the id. `fenced` takes the shared lock
-// before the draw (`drawn` reads its row), so that no prune runs between draw and claim; both
-// are MATERIALIZED so that each runs once. A try after one that drew a taken id ($8) first
-// moves the sequence past the run that id starts (`skipped`: plant_ids_skip, in the
-// migration 0007_plant_id_pruning) in the same statement: a create that meets a taken id
-// costs two statements, not three.
+// before the draw (`drawn` reads its row), so that no prune runs between draw and claim; the
+// draws are MATERIALIZED so that each runs once.
+//
+// A claim that fails (the drawn id is taken) is tried once more in the same statement:
+// `reskipped` moves the sequence past the run of taken ids the drawn id starts
+// (plant_ids_skip, in the migration 0007_plant_id_pruning) and `redrawn` draws again. Both
+// read `claimed`, so they run after it and only when it claimed nothing: a fresh create pays
+// nothing for them, and one after clients took ids above the counter pays one statement and
+// one commit, not two. Should the second id be taken too (a claim in between), the statement
+// answers it as `drawn`, and the next try ($8) skips its run first (`skipped`).
 const insertNew = (afterSkip: boolean) => `WITH ${KEY_HELD},
   fenced AS MATERIALIZED (
     SELECT pg_advisory_xact_lock_shared(${PLANT_IDS_LOCK}) WHERE (SELECT ok FROM allowed)),${
@@ -74,11 +79,18 @@ const insertNew = (afterSkip: boolean) => `WITH ${KEY_HELD},
   claimed AS (
     INSERT INTO plant_ids_taken (id) SELECT id FROM drawn
     ON CONFLICT DO NOTHING RETURNING id),
+  reskipped AS MATERIALIZED (
+    SELECT plant_ids_skip(id) FROM drawn WHERE NOT EXISTS (SELECT 1 FROM claimed)),
+  redrawn AS MATERIALIZED (SELECT nextval('plant_id_seq') AS id FROM reskipped),
+  reclaimed AS (
+    INSERT INTO plant_ids_taken (id) SELECT id FROM redrawn
+    ON CONFLICT DO NOTHING RETURNING id),
   created AS (
-    INSERT INTO plants (id, name, tag) SELECT id, $1, $2 FROM claimed
+    INSERT INTO plants (id, name, tag)
+    SELECT id, $1, $2 FROM (SELECT id FROM claimed UNION ALL SELECT id FROM reclaimed) c
     ON CONFLICT (id) DO NOTHING
     RETURNING ${STORED}),
-  ${afterCreate('(SELECT id FROM drawn)')}`;
+  ${afterCreate('coalesce((SELECT id FROM redrawn), (SELECT id FROM drawn))')}`;
 
 export const INSERT_NEW = insertNew(false);
 export const INSERT_NEW_AFTER_SKIP = insertNew(true);
