@@ -67,14 +67,36 @@ export function clientOf(options: ServerOptions): PlantstoreClient {
   });
 }
 
+/**
+ * Codes with which fetch fails once the connection was made: the server closed or reset it
+ * before an answer was read. A server refusing a request before its body arrived (413, 401)
+ * closes the connection, and the client's next write of the body can fail with these before
+ * fetch reads the answer; that server was reached, and is likely to answer the next request.
+ */
+const CLOSED_AFTER_CONNECT = new Set(['EPIPE', 'ECONNRESET', 'UND_ERR_SOCKET']);
+
+const causeOf = (error: unknown) =>
+  error instanceof TypeError
+    ? (error.cause as { message?: string; code?: string } | undefined)
+    : undefined;
+
+/** `error` as words if the server closed the connection before answering, else undefined. */
+export function closedBeforeAnswer(error: unknown, server = 'the server'): string | undefined {
+  const cause = causeOf(error);
+  if (cause?.code === undefined || !CLOSED_AFTER_CONNECT.has(cause.code)) return undefined;
+  return `${server} closed the connection before answering (${cause.message ?? cause.code})`;
+}
+
 /** What went wrong in words for the user: the server's refusal, or why it was not reached. */
 export function describeFailure(error: unknown, url: string): string {
   if (error instanceof PlantstoreError) {
     const hint = error.status === 401 ? ' (check --token or PLANTSTORE_TOKEN)' : '';
     return forTerminal(`${error.message}${hint}`);
   }
-  const cause = (error as { cause?: { message?: string; code?: string } }).cause;
-  if (error instanceof TypeError && cause !== undefined) {
+  const closed = closedBeforeAnswer(error, url);
+  if (closed !== undefined) return forTerminal(closed);
+  const cause = causeOf(error);
+  if (cause !== undefined) {
     return forTerminal(`cannot reach ${url}: ${cause.message ?? cause.code}`);
   }
   return forTerminal((error as Error).message);

@@ -2,44 +2,11 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type TestContext, test } from 'node:test';
-import { cleanEnv, cli, ROOT, startServer } from '../helpers/server-process.js';
-import { makeTempDir } from '../helpers/setup.js';
+import { test } from 'node:test';
+import { plants, type Run, serverWithToken } from '../helpers/plants-cli.js';
+import { cleanEnv, ROOT } from '../helpers/server-process.js';
 
 // `plantstore plants ...` as a user runs it: real CLI processes against a real server.
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `plantstore plants <args>` to its end, whatever its exit code. */
-function plants(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  const base = cleanEnv();
-  delete base.PLANTSTORE_URL;
-  delete base.PLANTSTORE_TOKEN;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['bin/plantstore', 'plants', ...args],
-      { cwd: ROOT, env: { ...base, ...env } },
-      (error, stdout, stderr) => {
-        const code = error ? Number((error as { code?: number }).code ?? 1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
-
-async function serverWithToken(t: TestContext) {
-  const dir = makeTempDir(t);
-  const db = join(dir, 'plants.db');
-  const { stdout } = await cli(['token', 'create', '--db', db]);
-  const server = await startServer(t, ['--db', db]);
-  const env = { PLANTSTORE_URL: server.url, PLANTSTORE_TOKEN: stdout.trim() };
-  return { dir, env, url: server.url, token: stdout.trim() };
-}
 
 const BIG = '9007199254740993'; // 2^53 + 1
 
