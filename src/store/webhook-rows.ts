@@ -171,6 +171,9 @@ export const storableText = (text: string): string => text.replaceAll('\u0000', 
  */
 export const NEXT_DUE_WINDOW = 1000;
 
+/** Messages past their retention one statement deletes at most. */
+export const PURGE_BATCH = 1000;
+
 /**
  * The next due time from the window of the earliest pending messages: the earliest due time
  * of an enabled endpoint's message in it (`due`), or, when the window is full, the last next

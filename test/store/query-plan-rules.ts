@@ -243,8 +243,9 @@ export async function postgresFindings(
   client: pg.Client,
   recorded: ReadonlyMap<string, RecordedStatement>,
   growing: ReadonlySet<string>,
+  { analyze = true } = {},
 ): Promise<{ findings: Finding[]; planned: number }> {
-  await fill(client);
+  await fill(client, { analyze });
   const functions = (
     await client.query<{ name: string }>(
       'SELECT proname AS name FROM pg_proc WHERE pronamespace = current_schema()::regnamespace',
@@ -348,7 +349,7 @@ export async function nestedPlans(
  * ten endpoints, most delivered, a few pending or failed; keys and audit entries over months;
  * taken ids from 1 up, so that the skip the store ran (of the id 1 it drew) finds its run.
  */
-export async function fill(client: pg.Client): Promise<void> {
+export async function fill(client: pg.Client, { analyze = true } = {}): Promise<void> {
   const n = 30_000;
   await client.query(`
     INSERT INTO plants (id, name, tag)
@@ -379,5 +380,5 @@ export async function fill(client: pg.Client): Promise<void> {
     INSERT INTO rate_limits (policy, subject, window_start, window_end, count)
       SELECT 'token', (i % 5000)::text, (i / 5000) * 60, (i / 5000) * 60 + 60, 1
       FROM generate_series(1, ${n}) i ON CONFLICT DO NOTHING;
-    ANALYZE;`);
+    ${analyze ? 'ANALYZE;' : ''}`);
 }

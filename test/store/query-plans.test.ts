@@ -124,14 +124,6 @@ const POSTGRES_ALLOWED: Allowance[] = [
       'filter passes over those leased by another claim, and the sorts sort the batch',
   },
   {
-    statement: 'webhooks.purge',
-    table: 'webhook_messages',
-    kind: 'Index Scan of a range of webhook_messages_completed, filtered',
-    reason:
-      'the range of completed messages to delete, in the partial index of those; the filter ' +
-      "repeats that index's own WHERE and leaves no row out",
-  },
-  {
     statement: 'rateLimits.purge',
     table: 'rate_limits',
     kind: 'Seq Scan',
@@ -143,13 +135,19 @@ const POSTGRES_ALLOWED: Allowance[] = [
   },
 ];
 
-function report(findings: Finding[], allowed: Allowance[]): void {
+/**
+ * Fails on a finding no entry of `allowed` explains, and, when `strict`, on an entry that
+ * explains nothing (the pass on stale statistics plans some statements better than the one
+ * on current statistics, which keeps the list honest).
+ */
+function report(findings: Finding[], allowed: Allowance[], strict = true): void {
   const { unexplained, unused } = judge(findings, allowed);
   assert.equal(
     unexplained.length,
     0,
     `statements that read a whole growing table:\n\n${unexplained.map((f) => f.text).join('\n\n')}`,
   );
+  if (!strict) return;
   assert.deepEqual(unused, [], 'allow-list entries that no statement needs any more: remove them');
 }
 
@@ -187,57 +185,71 @@ describe('query plans', () => {
     report(findings, SQLITE_ALLOWED);
   });
 
-  it(
-    'PostgreSQL: no statement of the store scans or sorts a growing table',
-    { skip: POSTGRES_SKIP },
-    async (t) => {
-      const url = await freshDatabase(t);
-      const recorded = new Map<string, RecordedStatement>();
-      const proto = pg.Pool.prototype as unknown as { query: (...args: unknown[]) => unknown };
-      const query = proto.query;
-      proto.query = function (this: unknown, ...args: unknown[]) {
-        const config = args[0] as { name?: string; text?: string; values?: unknown[] };
-        if (typeof config === 'object' && config.text !== undefined) {
-          // A statement run unprepared (planned with its values each time) has no name.
-          const planEachTime = config.name === undefined;
-          const name =
-            config.name ?? `(planned each time) ${config.text.replace(/\s+/g, ' ').trim()}`;
-          const seen = recorded.get(name);
-          assert.ok(seen === undefined || seen.text === config.text, `two texts: ${name}`);
-          if (seen === undefined) {
-            recorded.set(name, { text: config.text, values: config.values ?? [], planEachTime });
+  // Twice: on statistics that are current, and on none at all, as after a burst of writes
+  // that autovacuum has not analysed yet (or with autovacuum off): a plan that is right only
+  // while the statistics are would turn a request into a scan of the table in between.
+  for (const analyze of [true, false]) {
+    it(
+      `PostgreSQL: no statement of the store scans or sorts a growing table (${analyze ? 'analysed' : 'never analysed'})`,
+      { skip: POSTGRES_SKIP },
+      async (t) => {
+        const url = await freshDatabase(t);
+        const recorded = new Map<string, RecordedStatement>();
+        const proto = pg.Pool.prototype as unknown as { query: (...args: unknown[]) => unknown };
+        const query = proto.query;
+        proto.query = function (this: unknown, ...args: unknown[]) {
+          const config = args[0] as { name?: string; text?: string; values?: unknown[] };
+          if (typeof config === 'object' && config.text !== undefined) {
+            // A statement run unprepared (planned with its values each time) has no name.
+            const planEachTime = config.name === undefined;
+            const name =
+              config.name ?? `(planned each time) ${config.text.replace(/\s+/g, ' ').trim()}`;
+            const seen = recorded.get(name);
+            assert.ok(seen === undefined || seen.text === config.text, `two texts: ${name}`);
+            if (seen === undefined) {
+              recorded.set(name, { text: config.text, values: config.values ?? [], planEachTime });
+            }
+          }
+          return query.apply(this, args);
+        };
+        try {
+          const store = await openPostgresStore({ url, poolSize: 2 });
+          try {
+            await exerciseStore(store);
+          } finally {
+            await store.close();
+          }
+        } finally {
+          proto.query = query;
+        }
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        t.after(() => client.end());
+        const { rows } = await client.query<{ name: string }>(
+          `SELECT table_name AS name FROM information_schema.tables
+         WHERE table_schema = current_schema()`,
+        );
+        checkTables(
+          rows.map((row) => row.name),
+          GROWING,
+          SMALL,
+        );
+        if (!analyze) {
+          for (const table of GROWING) {
+            if (rows.some((row) => row.name === table)) {
+              await client.query(`ALTER TABLE ${table} SET (autovacuum_enabled = off)`);
+            }
           }
         }
-        return query.apply(this, args);
-      };
-      try {
-        const store = await openPostgresStore({ url, poolSize: 2 });
-        try {
-          await exerciseStore(store);
-        } finally {
-          await store.close();
-        }
-      } finally {
-        proto.query = query;
-      }
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      t.after(() => client.end());
-      const { rows } = await client.query<{ name: string }>(
-        `SELECT table_name AS name FROM information_schema.tables
-         WHERE table_schema = current_schema()`,
-      );
-      checkTables(
-        rows.map((row) => row.name),
-        GROWING,
-        SMALL,
-      );
-      const { findings, planned } = await postgresFindings(client, recorded, GROWING);
-      t.diagnostic(`${planned} PostgreSQL statements planned`);
-      assert.ok(planned >= 40, `only ${planned} statements recorded: is the recording broken?`);
-      report(findings, POSTGRES_ALLOWED);
-    },
-  );
+        const { findings, planned } = await postgresFindings(client, recorded, GROWING, {
+          analyze,
+        });
+        t.diagnostic(`${planned} PostgreSQL statements planned`);
+        assert.ok(planned >= 40, `only ${planned} statements recorded: is the recording broken?`);
+        report(findings, POSTGRES_ALLOWED, analyze);
+      },
+    );
+  }
 
   // A skip's reads must not depend on the statistics being current: after an import of many
   // client ids, autovacuum analyses plant_ids_taken only later, and the planner then takes a

@@ -14,11 +14,17 @@ const PURGE_BATCH = 100;
 
 // A new key is inserted, an expired or abandoned one taken over (TAKE_KEY). A few expired
 // keys of others go on the way, skipping locked ones.
+//
+// Both purges read the expired keys in expiry order: only idempotency_keys_by_expiry gives
+// that order, so the plan is the index whatever the statistics say. Without the ORDER BY, a
+// planner whose statistics predate the last few thousand keys (autovacuum analyses later, or
+// not at all) expects a third of the table to have expired and scans it for its 100 rows:
+// while none has, every create with a key read the whole table (18 ms at 30,000 keys).
 const CLAIM = `WITH purged AS (
     DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
       SELECT ctid FROM idempotency_keys
       WHERE expires_at <= $4 AND NOT (token_id = $1 AND key = $2)
-      LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED)))
+      ORDER BY expires_at LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED)))
   INSERT INTO idempotency_keys AS k
     (token_id, key, fingerprint, created_at, expires_at, lease_until)
   VALUES ($1, $2, $3, $4, $5, $6)
@@ -68,7 +74,7 @@ export function postgresIdempotency(query: Query): IdempotencyStore {
         'idempotency.prune',
         `DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
            SELECT ctid FROM idempotency_keys WHERE expires_at <= $1
-           LIMIT $2 FOR UPDATE SKIP LOCKED))`,
+           ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))`,
         [now, batch],
       );
       return rowCount ?? 0;

@@ -7,7 +7,7 @@ import {
   toClaimed,
 } from '../webhook-rows.js';
 import type { Query } from './query.js';
-import { earliestDue, NEXT_DUE_WINDOW } from '../webhook-rows.js';
+import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
 import { postgresTime } from './webhooks.js';
 
 // A claim locks the due rows it takes with FOR UPDATE SKIP LOCKED: claims running at once
@@ -85,12 +85,21 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
       return Number(rows[0]!.n);
     },
     async purge(before) {
-      const { rowCount } = await query(
-        'webhooks.purge',
-        "DELETE FROM webhook_messages WHERE status <> 'pending' AND completed_at < $1",
-        [before],
-      );
-      return rowCount ?? 0;
+      // In batches, so that no statement holds thousands of row locks for long, each read in
+      // completed_at order: only webhook_messages_completed gives that order, so the plan is
+      // that index whatever the statistics say (a planner with stale ones scanned the table).
+      let purged = 0;
+      for (;;) {
+        const { rowCount } = await query(
+          'webhooks.purge',
+          `DELETE FROM webhook_messages WHERE id = ANY(ARRAY(
+             SELECT id FROM webhook_messages WHERE status <> 'pending' AND completed_at < $1
+             ORDER BY completed_at LIMIT ${PURGE_BATCH}))`,
+          [before],
+        );
+        purged += rowCount ?? 0;
+        if ((rowCount ?? 0) < PURGE_BATCH) return purged;
+      }
     },
     async disableFailing(since, now) {
       const { rowCount } = await query(

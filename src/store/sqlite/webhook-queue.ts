@@ -10,7 +10,10 @@ import {
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard } from './query.js';
 import { sqliteTime } from './webhooks.js';
-import { earliestDue, NEXT_DUE_WINDOW } from '../webhook-rows.js';
+import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
+
+const PURGED = `SELECT id FROM webhook_messages WHERE status <> 'pending' AND completed_at < @before
+  ORDER BY completed_at LIMIT @limit`;
 
 // The claim is one conditional UPDATE: SQLite runs one write transaction at a time across
 // every process on the file, so no two processes can take the same message.
@@ -61,13 +64,9 @@ function prepare(db: Database.Database) {
        JOIN webhook_endpoints e ON e.id = f.endpoint_id`,
     ),
     pending: db.prepare(`SELECT count(*) FROM webhook_messages WHERE status = 'pending'`).pluck(),
-    purgeAttempts: db.prepare(
-      `DELETE FROM webhook_attempts WHERE message_id IN (
-         SELECT id FROM webhook_messages WHERE status <> 'pending' AND completed_at < ?)`,
-    ),
-    purge: db.prepare(
-      "DELETE FROM webhook_messages WHERE status <> 'pending' AND completed_at < ?",
-    ),
+    // A batch of the messages past their retention, oldest first (see purge below).
+    purgeAttempts: db.prepare(`DELETE FROM webhook_attempts WHERE message_id IN (${PURGED})`),
+    purge: db.prepare(`DELETE FROM webhook_messages WHERE id IN (${PURGED})`),
     disableFailing: db.prepare(
       `UPDATE webhook_endpoints SET enabled = 0, updated_at = ?
        WHERE enabled AND failing_since <= ?`,
@@ -109,11 +108,20 @@ export function sqliteWebhookQueue(
     async depth() {
       return Number(guard(() => s.pending.get()) as bigint);
     },
-    purge: (before) =>
-      write(() => {
-        s.purgeAttempts.run(before.getTime());
-        return s.purge.run(before.getTime()).changes;
-      }),
+    // A batch a write, so that a retention that ends for many messages at once never holds
+    // the database for long: other writes take their turns between the batches.
+    async purge(before) {
+      const params = { before: before.getTime(), limit: PURGE_BATCH };
+      let purged = 0;
+      for (;;) {
+        const changes = await write(() => {
+          s.purgeAttempts.run(params);
+          return s.purge.run(params).changes;
+        });
+        purged += changes;
+        if (changes < PURGE_BATCH) return purged;
+      }
+    },
     disableFailing: (since, now) =>
       write(() => s.disableFailing.run(now.getTime(), since.getTime()).changes),
     onMessages: (listener) => signal.on(listener),
