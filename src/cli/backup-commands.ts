@@ -1,5 +1,11 @@
+import { lstat, readlink, realpath } from 'node:fs/promises';
 import { Command } from 'commander';
-import { BackupError, backupSqlite, restoreSqlite } from '../store/sqlite/backup.js';
+import {
+  BackupError,
+  type BackupReport,
+  backupSqlite,
+  restoreSqlite,
+} from '../store/sqlite/backup.js';
 import { databaseUrlOption, type DatabaseOptions, dbOption } from './options.js';
 
 /** Exit code of a backup or restore refused for a reason the message gives. */
@@ -9,10 +15,10 @@ const FAILED = 1;
 const POSTGRES_ADVICE =
   'backup and restore are for SQLite; on PostgreSQL use pg_dump and pg_restore (see the README)';
 
-async function run(
+async function run<R extends BackupReport>(
   options: DatabaseOptions,
-  work: () => Promise<{ pages: number; version: number }>,
-  done: (report: { pages: number; version: number }) => string,
+  work: () => Promise<R>,
+  done: (report: R) => string,
 ): Promise<void> {
   if (options.databaseUrl !== undefined) {
     process.stderr.write(`plantstore: ${POSTGRES_ADVICE}\n`);
@@ -25,6 +31,32 @@ async function run(
     if (!(error instanceof BackupError)) throw error;
     process.stderr.write(`plantstore: ${error.message}\n`);
     process.exitCode = FAILED;
+  }
+}
+
+/**
+ * The file a restore replaces. Through a symbolic link (a database kept on another volume)
+ * that is the file the link leads to: the copy is then written beside it and renamed over
+ * it, where renaming over the link would replace the link and leave the database as it was.
+ * A link to nothing is refused, as `cp` does, rather than guess where to create a database.
+ */
+async function restoreTarget(db: string): Promise<string> {
+  // A path that cannot be looked at (no file there yet, say) is the restore's to create or report.
+  const link = await lstat(db).then(
+    (stats) => stats.isSymbolicLink(),
+    () => false,
+  );
+  if (!link) return db;
+  try {
+    return await realpath(db);
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    if (code !== 'ENOENT')
+      throw new BackupError(`${db} is a symbolic link that cannot be followed: ${message}`);
+    throw new BackupError(
+      `${db} is a symbolic link to ${await readlink(db)}, which does not exist: ` +
+        'restore onto the path where the database should be, or remove the link',
+    );
   }
 }
 
@@ -55,9 +87,13 @@ export function backupCommands(): Command[] {
     .action((file: string, options: DatabaseOptions) =>
       run(
         options,
-        () => restoreSqlite(file, options.db),
-        ({ pages, version }) =>
-          `restored ${options.db} from ${file} (${pages} pages, schema version ${version})`,
+        async () => {
+          const target = await restoreTarget(options.db);
+          return { ...(await restoreSqlite(file, target)), target };
+        },
+        ({ pages, version, target }) =>
+          `restored ${options.db}${target === options.db ? '' : ` (a link to ${target})`} ` +
+          `from ${file} (${pages} pages, schema version ${version})`,
       ),
     );
   return [backup, restore];

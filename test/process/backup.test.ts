@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
@@ -127,6 +137,63 @@ test('restore refuses a damaged backup and leaves the database as it was', async
   const other = await plantstore(['restore', notOurs, '--db', db]);
   assert.equal(other.code, 1);
   assert.match(other.stderr, /other\.db is not a plantstore database/);
+});
+
+/** The names of the tokens in a database file, read directly. */
+function tokenNames(file: string): string[] {
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.prepare('SELECT name FROM tokens ORDER BY id').pluck().all() as string[];
+  } finally {
+    db.close();
+  }
+}
+
+test('restore through a symbolic link restores the file it leads to, and keeps the link', async (t) => {
+  const dir = makeTempDir(t);
+  mkdirSync(join(dir, 'volume'));
+  mkdirSync(join(dir, 'data'));
+  const real = join(dir, 'volume', 'real.db');
+  const link = join(dir, 'data', 't.db');
+  symlinkSync('../volume/real.db', link);
+  const source = join(dir, 'source.db');
+  const run = await plantstore(['token', 'create', '--db', real, '--name', 'old']);
+  assert.equal(run.code, 0, run.stderr);
+  await plantstore(['token', 'create', '--db', source, '--name', 'new']);
+  const good = join(dir, 'good.db');
+  assert.equal((await plantstore(['backup', good, '--db', source])).code, 0);
+
+  const server = await startServer(t, ['--db', link]);
+  const refused = await plantstore(['restore', good, '--db', link]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, / is in use \(is a server running on it\?\)/);
+  server.child.kill('SIGTERM');
+  assert.equal((await server.exited).code, 0);
+
+  const restored = await plantstore(['restore', good, '--db', link]);
+  assert.equal(restored.code, 0, restored.stderr);
+  assert.ok(lstatSync(link).isSymbolicLink(), 'the link is still a link');
+  assert.equal(readlinkSync(link), '../volume/real.db');
+  assert.deepEqual(tokenNames(real), ['new'], 'the file the link leads to is restored');
+  assert.deepEqual(readdirSync(join(dir, 'volume')), ['real.db'], 'no copy left beside it');
+  assert.deepEqual(readdirSync(join(dir, 'data')), ['t.db']);
+  assert.equal(
+    restored.stderr.split(' from ')[0],
+    `restored ${link} (a link to ${real})`,
+    restored.stderr,
+  );
+
+  const dangling = join(dir, 'data', 'dangling.db');
+  symlinkSync('../volume/missing.db', dangling);
+  const nowhere = await plantstore(['restore', good, '--db', dangling]);
+  assert.equal(nowhere.code, 1);
+  assert.equal(
+    nowhere.stderr,
+    `plantstore: ${dangling} is a symbolic link to ../volume/missing.db, which does not exist: ` +
+      'restore onto the path where the database should be, or remove the link\n',
+  );
+  assert.ok(lstatSync(dangling).isSymbolicLink());
+  assert.deepEqual(readdirSync(join(dir, 'volume')), ['real.db'], 'nothing created');
 });
 
 test('backup refuses to overwrite a file or to invent a database; PostgreSQL is pg_dump', async (t) => {
