@@ -188,6 +188,27 @@ test('a URL to a non-public address, or not http(s), or with credentials, is ref
   assert.equal(body<{ error: bigint }>(moved).error, 40011n);
 });
 
+test('a URL naming port 0 is refused with 40011, when subscribing and when patching', async (t) => {
+  const app = await webhookApp(t);
+  const message = 'The webhook URL is refused: the webhook URL may not name port 0.';
+  for (const url of ['http://8.8.8.8:0/', 'https://hooks.example.com:00/in']) {
+    const res = await subscribe(app, app.token, { url });
+    assert.equal(res.statusCode, 400, url);
+    assert.deepEqual(body(res), { error: 40011n, message }, url);
+  }
+  const ok = body<Endpoint>(await subscribe(app, app.token, { url: 'http://8.8.8.8:1/' }));
+  const moved = await app.call({
+    method: 'PATCH',
+    url: `/webhooks/${ok.id}`,
+    token: app.token,
+    json: JSON.stringify({ url: 'http://8.8.8.8:0/' }),
+  });
+  assert.equal(moved.statusCode, 400);
+  assert.deepEqual(body(moved), { error: 40011n, message });
+  const kept = await app.call({ method: 'GET', url: `/webhooks/${ok.id}`, token: app.token });
+  assert.equal(body<Endpoint>(kept).url, 'http://8.8.8.8:1/', 'the refused patch changed nothing');
+});
+
 test('deliveries: each plant change is a message with an exact id; filter, page, retry', async (t) => {
   const app = await webhookApp(t);
   const { token } = app;

@@ -81,7 +81,7 @@ export function consequenceOf(
 
 /**
  * Refuses what may never be a webhook URL, before any name is resolved: other schemes
- * than http and https, credentials in the URL, and anything that does not parse.
+ * than http and https, credentials in the URL, port 0, and anything that does not parse.
  * Answers the reason, or undefined when the URL may go on to the address check.
  */
 export function urlProblem(text: string): string | undefined {
@@ -98,5 +98,8 @@ export function urlProblem(text: string): string | undefined {
     return 'the webhook URL may not carry credentials (user:password@)';
   }
   if (url.hostname === '') return 'the webhook URL has no host';
+  // No server can listen on port 0: a connection there fails every time, so every message
+  // would end failed for good instead of the mistake being told at once.
+  if (url.port === '0') return 'the webhook URL may not name port 0';
   return undefined;
 }
