@@ -77,8 +77,10 @@ export const updateWebhook = {
   summary: 'Update a webhook endpoint',
   description:
     'Applies a JSON merge patch (RFC 7396) to `url`, `events`, `description` and `enabled`. ' +
-    '`"enabled": true` re-enables an endpoint that was disabled; its pending messages are ' +
-    'then sent. A new URL is checked as at creation.',
+    '`"enabled": true` re-enables an endpoint that was disabled (by a PATCH, a `410 Gone` ' +
+    'or failing for too long): the messages it had pending are then sent, and every change ' +
+    'from then on. Changes made while it was disabled were not queued for it: re-enabling ' +
+    'does not send them. A new URL is checked as at creation.',
   tag: 'webhooks',
   scope: 'webhooks:write',
   params: WebhookParams,

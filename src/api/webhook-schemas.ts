@@ -101,7 +101,12 @@ export const WebhookEndpointPatch = Type.Object(
       }),
     ),
     enabled: Type.Optional(
-      Type.Boolean({ description: 'true re-enables the endpoint; false stops its messages.' }),
+      Type.Boolean({
+        description:
+          'false stops sending to the endpoint: its pending messages are kept, and changes ' +
+          'made while it is disabled are not queued for it. true re-enables it: the pending ' +
+          'messages are sent, then every new change.',
+      }),
     ),
   },
   {

@@ -116,7 +116,7 @@ export interface paths {
     head?: never;
     /**
      * Update a webhook endpoint
-     * @description Applies a JSON merge patch (RFC 7396) to `url`, `events`, `description` and `enabled`. `"enabled": true` re-enables an endpoint that was disabled; its pending messages are then sent. A new URL is checked as at creation.
+     * @description Applies a JSON merge patch (RFC 7396) to `url`, `events`, `description` and `enabled`. `"enabled": true` re-enables an endpoint that was disabled (by a PATCH, a `410 Gone` or failing for too long): the messages it had pending are then sent, and every change from then on. Changes made while it was disabled were not queued for it: re-enabling does not send them. A new URL is checked as at creation.
      */
     patch: operations['updateWebhook'];
     trace?: never;
@@ -610,7 +610,7 @@ export interface components {
       events?: ('plant.created' | 'plant.updated' | 'plant.deleted')[];
       /** @description New description, or null to remove it. */
       description?: string | null;
-      /** @description true re-enables the endpoint; false stops its messages. */
+      /** @description false stops sending to the endpoint: its pending messages are kept, and changes made while it is disabled are not queued for it. true re-enables it: the pending messages are sent, then every new change. */
       enabled?: boolean;
     };
     /** @description One message to one endpoint, and its attempts. */

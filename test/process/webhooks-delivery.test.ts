@@ -116,7 +116,7 @@ for (const db of DATABASES) {
       );
     });
 
-    it('disables the endpoint on 410 Gone and keeps its messages', async (t) => {
+    it('disables the endpoint on 410 Gone, keeps its messages, queues none meanwhile', async (t) => {
       const args = await db.fresh(t);
       const api = await serveWithWebhooks(t, args, ALLOW_LOOPBACK, await webhookToken(args));
       const receiver = await startReceiver(t);
@@ -132,11 +132,26 @@ for (const db of DATABASES) {
       // Kept, not sent, until the endpoint is enabled again; then sent with the same id.
       assert.deepEqual(statuses(await api.deliveries(id)), ['pending']);
       assert.equal(receiver.received.length, 1);
+      // A change while the endpoint is disabled gets no message for it, now or later.
+      assert.equal((await api.call('POST', '/plants', '{"name":"Moss"}')).status, 201);
+      assert.deepEqual(statuses(await api.deliveries(id)), ['pending']);
       receiver.fallback = 200;
       const enabled = await api.call('PATCH', `/webhooks/${id}`, '{"enabled":true}');
       assert.equal(enabled.status, 200, enabled.text);
-      const [first, second] = await receiver.waitFor(2);
-      assert.equal(second!.headers['webhook-id'], first!.headers['webhook-id']);
+      assert.equal((await api.call('POST', '/plants', '{"name":"Aloe"}')).status, 201);
+      const got = await receiver.waitFor(3);
+      const fern = got.filter((d) => d.body.includes('"Fern"'));
+      assert.equal(fern.length, 2);
+      assert.equal(fern[1]!.headers['webhook-id'], fern[0]!.headers['webhook-id']);
+      assert.equal(got.filter((d) => d.body.includes('"Aloe"')).length, 1);
+      // Every message the endpoint has is delivered, and none is Moss's.
+      const text = await eventually(async () => {
+        const text = await api.deliveries(id);
+        return statuses(text).every((status) => status === 'delivered') ? text : undefined;
+      }, 'delivered');
+      assert.equal(statuses(text).length, 2, text);
+      assert.doesNotMatch(text, /Moss/);
+      assert.ok(receiver.received.every((d) => !d.body.includes('"Moss"')));
     });
 
     it('gives up on a hung receiver after --webhook-timeout', async (t) => {
