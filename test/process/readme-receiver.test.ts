@@ -11,24 +11,24 @@ import { freePort } from '../helpers/webhook-receiver.js';
 import { ROOT } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
-// The receiver the README shows, run as it is written: it takes a real delivery with an id
-// above 2^53 without losing a digit, and refuses a bad signature and a stale timestamp.
+// The receiver docs/webhooks.md shows, run as it is written: it takes a real delivery with an
+// id above 2^53 without losing a digit, and refuses a bad signature and a stale timestamp.
 
-function readmeReceiver(): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const block = /```js\n(\/\/ receiver\.mjs\n[\s\S]*?)```/.exec(readme);
-  assert.ok(block, 'README.md has a ```js block starting with // receiver.mjs');
+function documentedReceiver(): string {
+  const page = readFileSync(join(ROOT, 'docs', 'webhooks.md'), 'utf8');
+  const block = /```js\n(\/\/ receiver\.mjs\n[\s\S]*?)```/.exec(page);
+  assert.ok(block, 'docs/webhooks.md has a ```js block starting with // receiver.mjs');
   const code = block[1]!;
   assert.ok(code.split('\n').length <= 30, 'the receiver stays short');
   return code;
 }
 
-it('the README receiver verifies, keeps int64 ids exact and refuses forgeries', async (t) => {
+it('the receiver of docs/webhooks.md verifies, keeps int64 ids exact and refuses forgeries', async (t) => {
   // Beside node_modules, so that its import of standardwebhooks resolves.
   const dir = join(ROOT, '.tmp');
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `receiver-${randomBytes(4).toString('hex')}.mjs`);
-  writeFileSync(file, readmeReceiver());
+  writeFileSync(file, documentedReceiver());
   t.after(() => rmSync(file, { force: true }));
 
   const db = ['--db', join(makeTempDir(t), 'readme.db')];
