@@ -341,7 +341,7 @@ function codePoints(matches: RegExp): number[] {
   return found;
 }
 
-// From the Unicode properties the rule names, not from src/: what the README promises.
+// From the Unicode properties the rule names, not from src/: what docs/api.md promises.
 const INVISIBLE = /^[\s\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]$/u;
 const invisibleGroups = [
   codePoints(/^\s$/u),

@@ -318,7 +318,7 @@ describe('token revoke --token', () => {
     });
   }
 
-  it('--help says when running servers refuse it, as the README does', async () => {
+  it('--help says when running servers refuse it, as docs/cli.md does', async () => {
     const res = await run(['token', 'revoke', '--help']);
     assert.equal(res.code, 0, res.stderr);
     const help = res.stdout.replace(/\s+/g, ' ');
@@ -327,8 +327,8 @@ describe('token revoke --token', () => {
       new RegExp(`running servers refuse it within ${TOKEN_CACHE_TTL_MS / 1000} s`),
     );
     assert.doesNotMatch(help, /next request/);
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8').replace(/\s+/g, ' ');
-    assert.match(readme, new RegExp(`within ${TOKEN_CACHE_TTL_MS / 1000} seconds`));
+    const page = readFileSync(join(ROOT, 'docs', 'cli.md'), 'utf8').replace(/\s+/g, ' ');
+    assert.match(page, new RegExp(`within ${TOKEN_CACHE_TTL_MS / 1000} seconds`));
   });
 });
 

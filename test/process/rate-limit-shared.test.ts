@@ -77,7 +77,7 @@ if (POSTGRES_SKIP) {
         'B admits 20 - 16 more, not 20 - 1: it counts what A admitted',
       );
       // A learns of B's on its next round: it admits one more on its old view (the overshoot
-      // the README bounds), then refuses.
+      // docs/operating.md bounds), then refuses.
       await sharedTotal(url, 'token', 20);
       assert.equal((await get(a.url, token)).status, 200);
       await sharedTotal(url, 'token', 21);

@@ -13,7 +13,7 @@ import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // Every table that grows with writes stays bounded, counted in rows on both databases: what
-// deletes each one's rows does delete them (see the README, "Tables and their growth").
+// deletes each one's rows does delete them (see docs/operating.md, "Tables and their growth").
 // Times are the ones the callers give the store (a claim's `at`, an attempt's `at`), so no
 // test waits for a clock.
 

@@ -77,7 +77,7 @@ test('two processes on one store: each learns the total, and the quota holds acr
     [1, 0, -1],
   );
   await a.sync.tick();
-  // b's view is one round old (7): it admits one more (the overshoot the README bounds),
+  // b's view is one round old (7): it admits one more (the overshoot docs/operating.md bounds),
   // then learns the total on its round and refuses.
   assert.equal(b.counts.take(1, clock.now), 2);
   await b.sync.tick();
