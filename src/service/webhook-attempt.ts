@@ -26,13 +26,14 @@ export interface AttemptContext {
  * Makes one attempt at a claimed message and records it under the claim's lease: signs it
  * with every secret the endpoint has (two during a rotation), sends it, decides what
  * comes next (core/webhooks/delivery.ts) and hands both to the queue. Never rejects;
- * answers 'abandoned' when the process stopped it mid-way and nothing was recorded (the
- * message is then sent again, with the same webhook-id: at-least-once).
+ * answers what came next (whether or not the database recorded it), or 'abandoned' when the
+ * process stopped it mid-way and nothing was recorded (the message is then sent again, with
+ * the same webhook-id: at-least-once).
  */
 export async function attempt(
   message: ClaimedMessage,
   context: AttemptContext,
-): Promise<'recorded' | 'abandoned'> {
+): Promise<AttemptConsequence['kind'] | 'abandoned'> {
   const at = context.now();
   const outcome = await send(message, at, context);
   if (outcome.abandoned === true) return 'abandoned';
@@ -66,7 +67,7 @@ export async function attempt(
       'webhook attempt not recorded; it will be made again when its lease ends',
     );
   }
-  return 'recorded';
+  return next.kind;
 }
 
 async function send(

@@ -8,6 +8,7 @@ import {
   type DispatcherOptions,
   type WakeSource,
 } from './webhook-dispatch-options.js';
+import { EndpointTable, type EndpointSlots } from './webhook-endpoint-slots.js';
 
 export { DISPATCH_DEFAULTS, type DispatcherOptions, type WakeSource };
 
@@ -15,50 +16,36 @@ export { DISPATCH_DEFAULTS, type DispatcherOptions, type WakeSource };
 const LEASE_MARGIN_MS = 5000;
 /** An attempt is started only if at least this much of its lease is left after the timeout. */
 const FINISH_MARGIN_MS = 2000;
-/** An endpoint at its share that has finished nothing for this long is taken as stuck. */
-const STUCK_MS = 1000;
 /** The shortest pause between two looks at a queue whose due messages are all leased. */
 const MIN_SLEEP_MS = 100;
-/** A loop waiting for room claims again once there is room for this many. */
-const LOW_WATER = 16;
-
-interface Endpoint {
-  inFlight: number;
-  waiting: ClaimedMessage[];
-  /** When an attempt of it last ended (or it was first seen), epoch ms. */
-  progress: number;
-}
-
-const heldBy = (endpoint: Endpoint) => endpoint.inFlight + endpoint.waiting.length;
 
 /**
  * Sends the webhook messages of the outbox: claims due messages with a lease, so that
- * every process may run one and no two send the same attempt at once; sends them with a
- * bounded number in flight (per process and per endpoint), and records each outcome.
- * Woken by a commit that wrote messages (and on PostgreSQL by another process's NOTIFY),
- * it also looks at the queue every `pollMs`. It never rejects: failures of the database
- * are logged and the loop goes on.
+ * every process may run one and no two send the same attempt at once; sends them, and
+ * records each outcome. Woken by a commit that wrote messages (and on PostgreSQL by another
+ * process's NOTIFY), it also looks at the queue every `pollMs`. It never rejects: failures of
+ * the database are logged and the loop goes on.
  *
- * A process holds at most twice `maxInFlight` claimed messages, and one endpoint at most
- * half of those, so a hung receiver holds only its share. The claims of an endpoint beyond
- * its share are not sent but given back with their lease kept (sent later, here or
- * elsewhere, and not counted as attempts); that only happens once the endpoint is stuck, so
- * a fast receiver with a backlog waits for its own slots instead. A claim the process
- * cannot attempt (too little lease left, stopping) is given back free at once.
+ * A slow, hung or failing receiver holds only its own share (core/webhooks/fair-share.ts):
+ * each endpoint has a window of attempts in flight, 1 while it fails, growing while it
+ * delivers; `maxInFlight` slots are shared fairly among the endpoints with messages in hand;
+ * an endpoint with none in flight may always start one. Claims follow the same shares: each
+ * claims at most what it may hold (its limit in flight, as many again waiting), so a
+ * backlog of messages for a hung receiver is left in the queue rather than claimed, and an
+ * endpoint new to the process is claimed one message. A claim the process cannot attempt
+ * (too little lease left, stopping) is given back free at once.
  */
 export class WebhookDispatcher {
   private readonly options: Required<Omit<DispatcherOptions, 'wakeSources'>> & {
     wakeSources: WakeSource[];
   };
-  private readonly endpoints = new Map<string, Endpoint>();
+  private readonly endpoints: EndpointTable;
   private readonly running = new Set<Promise<void>>();
   private readonly stopSignal = new AbortController();
   private readonly unsubscribe: (() => void)[] = [];
   private inFlight = 0;
-  private held = 0;
   private closing = false;
   private woken = false;
-  private waitingForRoom = false;
   private wake: () => void = () => undefined;
   private loop: Promise<void> | undefined;
   private lastHousekeeping = -Infinity;
@@ -73,8 +60,10 @@ export class WebhookDispatcher {
       ...DISPATCH_DEFAULTS,
       ...options,
     };
-    // Every attempt in flight listens for the stop; that many listeners is no leak.
-    setMaxListeners(this.options.maxInFlight + 16, this.stopSignal.signal);
+    // Every attempt in flight listens for the stop, and with the one each endpoint may always
+    // start there can be more than maxInFlight: no leak, so no limit.
+    setMaxListeners(0, this.stopSignal.signal);
+    this.endpoints = new EndpointTable(this.options.maxInFlight, this.options.perEndpoint);
   }
 
   get leaseMs(): number {
@@ -107,7 +96,7 @@ export class WebhookDispatcher {
     clearTimeout(timer);
     this.stopSignal.abort();
     for (const endpoint of this.endpoints.values()) {
-      for (const message of endpoint.waiting.splice(0)) void this.giveBack(message, 'free');
+      for (const message of endpoint.waiting.splice(0)) void this.giveBack(message);
     }
     await Promise.allSettled([...this.running]);
   }
@@ -121,107 +110,84 @@ export class WebhookDispatcher {
     while (!this.closing) {
       this.woken = false;
       await this.housekeeping();
-      const limit = this.claimLimit();
-      if (limit === 0) {
-        this.waitingForRoom = true;
-        await this.sleep(Math.min(this.options.pollMs, STUCK_MS));
-        this.waitingForRoom = false;
-        continue;
-      }
+      const limit = this.options.maxInFlight * 2;
       const claimed = await this.claim(limit);
       if (claimed === limit || this.closing) continue;
       await this.sleep(await this.untilDue());
     }
   }
 
-  /** How many messages to claim now (see the class comment). */
-  private claimLimit(): number {
-    const { maxInFlight } = this.options;
-    const room = maxInFlight * 2 - this.held;
-    if (room <= 0) return 0;
-    let fullest: Endpoint | undefined;
-    for (const endpoint of this.endpoints.values()) {
-      if (fullest === undefined || heldBy(endpoint) > heldBy(fullest)) fullest = endpoint;
-    }
-    const spare = maxInFlight - (fullest === undefined ? 0 : heldBy(fullest));
-    if (spare > 0) return Math.min(room, spare);
-    const stuck = Date.now() - fullest!.progress >= STUCK_MS;
-    return stuck ? room : 0;
-  }
-
-  /** Claims up to `limit` messages and starts what the bounds allow; answers how many. */
+  /** Claims up to `limit` messages, at most each endpoint's share; answers how many. */
   private async claim(limit: number): Promise<number> {
+    const shares = this.endpoints.shares();
+    const { queue, now, log } = this.options;
     let messages: ClaimedMessage[];
     try {
-      messages = await this.options.queue.claim(this.options.now(), this.leaseMs, limit);
+      messages = await queue.claim(now(), this.leaseMs, limit, shares);
     } catch (error) {
-      this.options.log.error({ err: error }, 'claiming webhook messages failed; will retry');
+      log.error({ err: error }, 'claiming webhook messages failed; will retry');
       return 0;
     }
-    for (const message of messages) this.hold(message);
+    this.endpoints.add(messages, shares, now().getTime());
     this.pump();
     return messages.length;
   }
 
-  private hold(message: ClaimedMessage): void {
-    const key = message.endpoint.id.toString();
-    const endpoint = this.endpoints.get(key) ?? { inFlight: 0, waiting: [], progress: Date.now() };
-    this.endpoints.set(key, endpoint);
-    if (heldBy(endpoint) >= this.options.maxInFlight) {
-      // Kept leased, so that the next claims pass over it to other endpoints.
-      void this.giveBack(message, 'leased');
-      return;
-    }
-    endpoint.waiting.push(message);
-    this.held++;
-  }
-
-  /** Starts waiting messages while the process and their endpoints have room. */
+  /** Starts waiting messages while their endpoints' limits and the process's slots allow. */
   private pump(): void {
-    for (const [key, endpoint] of this.endpoints) {
+    const limit = this.endpoints.limits();
+    const { maxInFlight } = this.options;
+    for (const endpoint of this.endpoints.values()) {
       while (
         endpoint.waiting.length > 0 &&
-        endpoint.inFlight < this.options.perEndpoint &&
-        this.inFlight < this.options.maxInFlight
+        endpoint.inFlight < limit(endpoint) &&
+        // The one attempt an endpoint may always have, however many others hold.
+        (endpoint.inFlight === 0 || this.inFlight < maxInFlight)
       ) {
         this.begin(endpoint, endpoint.waiting.shift()!);
       }
-      if (heldBy(endpoint) === 0) this.endpoints.delete(key);
     }
   }
 
-  private begin(endpoint: Endpoint, message: ClaimedMessage): void {
+  private begin(endpoint: EndpointSlots, message: ClaimedMessage): void {
     endpoint.inFlight++;
     this.inFlight++;
-    const run = this.send(message).finally(() => {
-      endpoint.inFlight--;
-      endpoint.progress = Date.now();
+    const run = this.send(message).then((outcome) => {
+      const delivered = outcome === 'unsent' ? undefined : outcome === 'delivered';
+      this.endpoints.ended(endpoint, delivered, this.options.now().getTime());
       this.inFlight--;
-      this.held--;
       this.running.delete(run);
-      if (!this.closing) this.pump();
-      if (this.waitingForRoom && this.claimLimit() >= LOW_WATER) this.signal();
+      if (this.closing) return;
+      this.pump();
+      // Its share may have room again for messages the last claim left in the queue.
+      if (endpoint.more && endpoint.waiting.length === 0) this.signal();
     });
     this.running.add(run);
   }
 
-  private async send(message: ClaimedMessage): Promise<void> {
+  /** Makes the attempt; answers whether it delivered, failed, or was not made after all. */
+  private async send(message: ClaimedMessage): Promise<'delivered' | 'failed' | 'unsent'> {
     const left = message.claimedUntil.getTime() - this.options.now().getTime();
     // Too little lease left for a whole attempt: another claim, here or elsewhere, sends it.
     if (left < this.options.timeoutMs + FINISH_MARGIN_MS || this.closing) {
-      await this.giveBack(message, 'free');
-      return;
+      await this.giveBack(message);
+      return 'unsent';
     }
-    if ((await attempt(message, this.context())) === 'abandoned') {
-      await this.giveBack(message, 'free');
+    const outcome = await attempt(message, this.context());
+    if (outcome === 'abandoned') {
+      await this.giveBack(message);
+      return 'unsent';
     }
+    return outcome === 'delivered' ? 'delivered' : 'failed';
   }
 
-  /** See WebhookQueue.release; a failure only delays the message to its lease's end. */
-  private giveBack(message: ClaimedMessage, lease: 'free' | 'leased'): Promise<void> {
+  /**
+   * Gives a claim back free (WebhookQueue.release), for any process to take at once; a
+   * failure only delays the message to its lease's end.
+   */
+  private giveBack(message: ClaimedMessage): Promise<void> {
     const { queue, now, log } = this.options;
-    const freeAt = lease === 'free' ? now() : message.claimedUntil;
-    const given = queue.release(message.id, message.claimedUntil, freeAt).then(
+    const given = queue.release(message.id, message.claimedUntil, now()).then(
       () => undefined,
       (error: unknown) => {
         log.error(
@@ -275,9 +241,10 @@ export class WebhookDispatcher {
   /** Deletes what is past retention and disables endpoints that only fail, once a while. */
   private async housekeeping(): Promise<void> {
     const now = this.options.now();
-    if (now.getTime() - this.lastHousekeeping < this.options.housekeepingMs) return;
+    const { queue, log, retentionMs, disableAfterMs, housekeepingMs } = this.options;
+    if (now.getTime() - this.lastHousekeeping < housekeepingMs) return;
     this.lastHousekeeping = now.getTime();
-    const { queue, log, retentionMs, disableAfterMs } = this.options;
+    this.endpoints.forget(now.getTime() - housekeepingMs);
     try {
       const purged = await queue.purge(new Date(now.getTime() - retentionMs));
       const disabled = await queue.disableFailing(new Date(now.getTime() - disableAfterMs), now);

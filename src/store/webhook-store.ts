@@ -76,6 +76,14 @@ export type NextStep =
   /** 410 Gone: the endpoint is disabled; its pending messages are kept. */
   | { kind: 'gone' };
 
+/** How many messages of each endpoint one claim may take. */
+export interface ClaimShares {
+  /** The most of any endpoint not in `endpoints`. */
+  perEndpoint: number;
+  /** The most of each endpoint named (0: none of it). */
+  endpoints: ReadonlyMap<bigint, number>;
+}
+
 /**
  * Due webhook messages, each claimed with a lease so that no two processes (workers,
  * instances on one database) send the same attempt at once. A process killed mid-attempt
@@ -84,9 +92,12 @@ export type NextStep =
 export interface WebhookQueue {
   /**
    * Claims up to `limit` pending messages due at `now` whose lease is free or over,
-   * setting their lease to `now + leaseMs`. Skips messages of disabled endpoints.
+   * setting their lease to `now + leaseMs`, at most `shares` of each endpoint (without
+   * `shares`, up to `limit` of any). Skips messages of disabled endpoints. The endpoints take
+   * turns: each one's earliest due message comes before any one's second, and so on (within
+   * a turn, earliest due first), so that one endpoint's backlog never crowds out another's.
    */
-  claim(now: Date, leaseMs: number, limit: number): Promise<ClaimedMessage[]>;
+  claim(now: Date, leaseMs: number, limit: number, shares?: ClaimShares): Promise<ClaimedMessage[]>;
   /**
    * Records one attempt and its consequence, only while the lease `claimedUntil` is still
    * this claim's; answers false (recording nothing) when it is not.

@@ -116,14 +116,6 @@ const POSTGRES_ALLOWED: Allowance[] = [
       'filter only leaves out the key being claimed',
   },
   {
-    statement: 'webhooks.claim',
-    table: 'webhook_messages',
-    kind: 'Index Scan of a range of webhook_messages_due, filtered, then Incremental Sort, then Sort',
-    reason:
-      'the due messages, in the partial index of the pending ones, LIMIT the batch; the ' +
-      'filter passes over those leased by another claim, and the sorts sort the batch',
-  },
-  {
     statement: 'rateLimits.purge',
     table: 'rate_limits',
     kind: 'Seq Scan',

@@ -14,6 +14,7 @@ import { type DispatcherOptions, WebhookDispatcher } from '../../src/service/web
 import type {
   AttemptRecord,
   ClaimedMessage,
+  ClaimShares,
   NextStep,
   WebhookQueue,
 } from '../../src/store/store.js';
@@ -51,9 +52,22 @@ class MemoryQueue extends EventEmitter implements WebhookQueue {
     for (const listener of this.subscribers) listener();
   }
 
-  async claim(now: Date, leaseMs: number, limit: number): Promise<ClaimedMessage[]> {
+  async claim(
+    now: Date,
+    leaseMs: number,
+    limit: number,
+    shares?: ClaimShares,
+  ): Promise<ClaimedMessage[]> {
     this.calls.push(`claim ${limit}`);
-    const free = this.pending.filter((m) => !this.leased.has(m.id)).slice(0, limit);
+    const taken = new Map<bigint, number>();
+    const withinShare = ({ endpoint: { id } }: { endpoint: { id: bigint } }) => {
+      taken.set(id, (taken.get(id) ?? 0) + 1);
+      return taken.get(id)! <= (shares?.endpoints.get(id) ?? shares?.perEndpoint ?? limit);
+    };
+    const free = this.pending
+      .filter((m) => !this.leased.has(m.id))
+      .filter(withinShare)
+      .slice(0, limit);
     return free.map((m) => {
       const claimed = { ...m, attempt: 1, claimedUntil: new Date(now.getTime() + leaseMs) };
       this.leased.set(m.id, claimed);
@@ -270,21 +284,50 @@ describe('WebhookDispatcher', () => {
   it('bounds the attempts in flight per endpoint and per process', async (t) => {
     const queue = new MemoryQueue();
     for (let i = 0; i < 40; i++) for (const endpoint of [1n, 2n, 3n]) queue.add(1, endpoint);
-    const release = new EventEmitter().setMaxListeners(200);
-    let open = false;
-    const sender = new ScriptedSender(async (_m, signal) => {
-      if (!open) await once(release, 'go', { signal });
+    const most = new Map<string, number>();
+    const now = new Map<string, number>();
+    const sender = new ScriptedSender(async ({ url }) => {
+      now.set(url, (now.get(url) ?? 0) + 1);
+      most.set(url, Math.max(most.get(url) ?? 0, now.get(url)!));
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      now.set(url, now.get(url)! - 1);
       return { status: 200 };
     });
     dispatcher(t, { queue, sender, perEndpoint: 4, maxInFlight: 10 });
-    while (sender.inFlight < 10) await once(sender, 'sent');
-    const perEndpoint = new Map<string, number>();
-    for (const { url } of sender.sent) perEndpoint.set(url, (perEndpoint.get(url) ?? 0) + 1);
-    assert.deepEqual([...perEndpoint.values()].sort(), [3, 3, 4]);
-    open = true;
-    release.emit('go');
     await queue.waitFinished(120);
-    assert.equal(sender.maxInFlight, 10);
+    // Windows grow from 1 with deliveries, up to 4 each; three of 4 would be 12 slots, more
+    // than the process's 10.
+    assert.ok(
+      [...most.values()].every((n) => n <= 4),
+      `per endpoint: ${[...most.values()]}`,
+    );
+    assert.ok(Math.max(...most.values()) > 1, 'windows grow with deliveries');
+    assert.ok(sender.maxInFlight <= 10, `in flight: ${sender.maxInFlight}`);
+  });
+
+  it('gives a hung endpoint one attempt in flight; the others are sent meanwhile', async (t) => {
+    const queue = new MemoryQueue();
+    const healthy = 100n;
+    for (let endpoint = 1n; endpoint <= 20n; endpoint++) queue.add(50, endpoint);
+    const sender = new ScriptedSender(({ url }, signal) =>
+      url.endsWith(`/${healthy}`)
+        ? Promise.resolve({ status: 204 })
+        : new Promise((resolve) =>
+            signal!.addEventListener('abort', () => resolve({ abandoned: true })),
+          ),
+    );
+    // Fewer slots than hung endpoints: each still gets its one attempt, and so does the
+    // healthy one, whose messages come after every hung one's.
+    dispatcher(t, { queue, sender, perEndpoint: 16, maxInFlight: 8 });
+    while (sender.inFlight < 20) await once(sender, 'sent');
+    queue.add(10, healthy);
+    await queue.waitFinished(10);
+    assert.deepEqual(
+      queue.finished.map((f) => f.message.endpoint.id),
+      Array.from({ length: 10 }, () => healthy),
+    );
+    assert.equal(sender.sent.length, 30, 'one attempt at each hung endpoint, no more');
+    assert.equal(sender.inFlight, 20);
   });
 
   it('abandons attempts still running after the grace period when stopped', async (t) => {

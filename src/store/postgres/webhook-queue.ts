@@ -10,17 +10,34 @@ import type { Query } from './query.js';
 import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
 import { postgresTime } from './webhooks.js';
 
-// A claim locks the due rows it takes with FOR UPDATE SKIP LOCKED: claims running at once
-// in other processes pass over them instead of waiting, and each message goes to one.
-const CLAIM = `WITH due AS (
-    SELECT m.id FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_id
-    WHERE m.status = 'pending' AND m.next_attempt_at <= $1
-      AND (m.lease_until IS NULL OR m.lease_until <= $1) AND e.enabled
-    ORDER BY m.next_attempt_at, m.id LIMIT $3
-    FOR UPDATE OF m SKIP LOCKED),
+// A claim takes each enabled endpoint's earliest due messages, at most its share, by
+// webhook_messages_due_by_endpoint, then the first of every endpoint's before the second of
+// any (one endpoint's backlog never fills a claim). It locks the rows it reads with FOR
+// UPDATE SKIP LOCKED: claims running at once in other processes pass over them instead of
+// waiting, and each message goes to one. The row comparison repeats the two conditions before
+// it in a form only that index serves: a generic plan guesses a third of the queue for
+// `next_attempt_at <= $1`, and took webhook_messages_due filtered by endpoint instead.
+const CLAIM = `WITH share AS (
+    SELECT e.id, coalesce(s.n, $4) AS n FROM webhook_endpoints e
+    LEFT JOIN unnest($5::bigint[], $6::integer[]) AS s (id, n) ON s.id = e.id
+    WHERE e.enabled),
+  due AS (
+    SELECT d.* FROM share CROSS JOIN LATERAL (
+      SELECT m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages m
+      WHERE m.endpoint_id = share.id AND m.status = 'pending'
+        AND (m.endpoint_id, m.next_attempt_at) <= (share.id, $1)
+        AND (m.lease_until IS NULL OR m.lease_until <= $1)
+      ORDER BY m.next_attempt_at, m.id LIMIT share.n
+      FOR UPDATE OF m SKIP LOCKED) d
+    WHERE share.n > 0),
+  taken AS (
+    SELECT id FROM due
+    ORDER BY row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, id),
+      next_attempt_at, id
+    LIMIT $3),
   claimed AS (
     UPDATE webhook_messages m SET lease_until = $2, attempts = m.attempts + 1
-    FROM due WHERE m.id = due.id
+    FROM taken WHERE m.id = taken.id
     RETURNING m.id, m.webhook_id, m.event_type, m.payload, m.created_at, m.attempts,
       m.endpoint_id)
   SELECT c.*, e.url, e.secret, e.previous_secret, e.previous_until
@@ -47,9 +64,17 @@ const FINISH = `WITH settled AS (
 
 export function postgresWebhookQueue(query: Query, signal: MessageSignal): WebhookQueue {
   return {
-    async claim(now, leaseMs, limit): Promise<ClaimedMessage[]> {
+    async claim(now, leaseMs, limit, shares): Promise<ClaimedMessage[]> {
       const until = new Date(now.getTime() + leaseMs);
-      const { rows } = await query<ClaimRow>('webhooks.claim', CLAIM, [now, until, limit]);
+      const named = [...(shares?.endpoints ?? [])];
+      const { rows } = await query<ClaimRow>('webhooks.claim', CLAIM, [
+        now,
+        until,
+        limit,
+        shares?.perEndpoint ?? limit,
+        named.map(([id]) => id.toString()),
+        named.map(([, n]) => n),
+      ]);
       return rows.map((row) => toClaimed(row, now, until, postgresTime));
     },
     finish: (messageId, claimedUntil, attempt, next) =>

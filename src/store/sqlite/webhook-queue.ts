@@ -1,5 +1,11 @@
 import type Database from 'better-sqlite3';
-import type { AttemptRecord, ClaimedMessage, NextStep, WebhookQueue } from '../store.js';
+import type {
+  AttemptRecord,
+  ClaimedMessage,
+  ClaimShares,
+  NextStep,
+  WebhookQueue,
+} from '../store.js';
 import {
   type ClaimRow,
   finishedStatus,
@@ -15,18 +21,24 @@ import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
 const PURGED = `SELECT id FROM webhook_messages WHERE status <> 'pending' AND completed_at < @before
   ORDER BY completed_at LIMIT @limit`;
 
-// The claim is one conditional UPDATE: SQLite runs one write transaction at a time across
-// every process on the file, so no two processes can take the same message.
+// A claim reads each enabled endpoint's earliest due messages, at most its share, by
+// webhook_messages_due_by_endpoint, takes the first of every endpoint's before the second of
+// any (one endpoint's backlog never fills a claim), and leases them, all in one write
+// transaction: SQLite runs one at a time across every process on the file, so no two
+// processes can take the same message.
 
 function prepare(db: Database.Database) {
   return {
-    claim: db.prepare(
+    enabled: db.prepare('SELECT id FROM webhook_endpoints WHERE enabled').pluck(),
+    dueOf: db.prepare(
+      `SELECT id, next_attempt_at FROM webhook_messages
+       WHERE endpoint_id = @endpoint AND status = 'pending' AND next_attempt_at <= @now
+         AND (lease_until IS NULL OR lease_until <= @now)
+       ORDER BY next_attempt_at, id LIMIT @n`,
+    ),
+    lease: db.prepare(
       `UPDATE webhook_messages SET lease_until = @until, attempts = attempts + 1
-       WHERE id IN (
-         SELECT m.id FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_id
-         WHERE m.status = 'pending' AND m.next_attempt_at <= @now
-           AND (m.lease_until IS NULL OR m.lease_until <= @now) AND e.enabled
-         ORDER BY m.next_attempt_at, m.id LIMIT @limit)
+       WHERE id IN (SELECT value FROM json_each(@ids))
        RETURNING id, webhook_id, event_type, payload, created_at, attempts, endpoint_id`,
     ),
     endpoints: db.prepare(
@@ -84,7 +96,7 @@ export function sqliteWebhookQueue(
   const write = batchedWrites(batches);
   const s = prepare(db);
   return {
-    claim: (now, leaseMs, limit) => write(() => claim(s, now, leaseMs, limit)),
+    claim: (now, leaseMs, limit, shares) => write(() => claim(s, now, leaseMs, limit, shares)),
     finish: (messageId, claimedUntil, attempt, next) =>
       write(() => finish(s, messageId, claimedUntil, attempt, next)),
     release: (id, claimedUntil, freeAt) =>
@@ -128,17 +140,41 @@ export function sqliteWebhookQueue(
   };
 }
 
-function claim(s: Statements, now: Date, leaseMs: number, limit: number): ClaimedMessage[] {
+/** The ids of the messages a claim takes (see the comment on the statements). */
+function due(s: Statements, now: Date, limit: number, shares?: ClaimShares): bigint[] {
+  const found: { id: bigint; at: bigint; turn: number }[] = [];
+  for (const endpoint of s.enabled.all() as bigint[]) {
+    const n = shares?.endpoints.get(endpoint) ?? shares?.perEndpoint ?? limit;
+    if (n <= 0) continue;
+    const rows = s.dueOf.all({ endpoint, now: now.getTime(), n }) as {
+      id: bigint;
+      next_attempt_at: bigint;
+    }[];
+    rows.forEach((row, turn) => found.push({ id: row.id, at: row.next_attempt_at, turn }));
+  }
+  const order = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
+  found.sort((a, b) => a.turn - b.turn || order(a.at, b.at) || order(a.id, b.id));
+  return found.slice(0, limit).map((row) => row.id);
+}
+
+function claim(
+  s: Statements,
+  now: Date,
+  leaseMs: number,
+  limit: number,
+  shares?: ClaimShares,
+): ClaimedMessage[] {
   const until = new Date(now.getTime() + leaseMs);
-  const messages = s.claim.all({ now: now.getTime(), until: until.getTime(), limit }) as Omit<
-    ClaimRow,
-    'url' | 'secret' | 'previous_secret' | 'previous_until'
-  >[];
-  if (messages.length === 0) return [];
-  const ids = JSON.stringify([...new Set(messages.map((m) => m.endpoint_id.toString()))]);
+  const ids = due(s, now, limit, shares);
+  if (ids.length === 0) return [];
+  const messages = s.lease.all({
+    until: until.getTime(),
+    ids: JSON.stringify(ids.map(String)),
+  }) as Omit<ClaimRow, 'url' | 'secret' | 'previous_secret' | 'previous_until'>[];
+  const endpointIds = JSON.stringify([...new Set(messages.map((m) => m.endpoint_id.toString()))]);
   const endpoints = new Map(
     (
-      s.endpoints.all(ids) as (Pick<
+      s.endpoints.all(endpointIds) as (Pick<
         ClaimRow,
         'url' | 'secret' | 'previous_secret' | 'previous_until'
       > & { id: bigint })[]

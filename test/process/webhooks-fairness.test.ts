@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { describe, it, type TestContext } from 'node:test';
+import {
+  ALLOW_LOOPBACK,
+  type Api,
+  DATABASES,
+  serveWithWebhooks,
+  webhookToken,
+} from '../helpers/webhook-harness.js';
+import { type Answer, type Receiver, startReceiver } from '../helpers/webhook-receiver.js';
+
+// A hardening finding: receivers that never answer held every delivery slot of the process
+// (64, at most 16 an endpoint), so a healthy endpoint's messages waited for the hung ones'
+// timeouts. Here 20 endpoints hang (or drip their answers, or fail just before the timeout),
+// each with a backlog, beside one that answers at once.
+
+const BAD = 20;
+/** How late a healthy endpoint's message may arrive after its write was answered. */
+const LAG_MS = 2000;
+/** Short, so that the test sees the hung attempts time out and the next ones start. */
+const TIMEOUT = '3s';
+
+/** Resolves with `promise`, or fails saying what did not happen within `ms`. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A receiver that answers 204 at once and notes when each message arrived (by plant id). */
+async function healthyReceiver(t: TestContext) {
+  const receiver = await startReceiver(t);
+  const arrived = new Map<string, number>();
+  receiver.fallback = (response) => {
+    const { body } = receiver.received.at(-1)!;
+    arrived.set(/^\{"id":(-?\d+)/.exec(body)![1]!, Date.now());
+    response.writeHead(204).end();
+  };
+  return { receiver, arrived };
+}
+
+/** Creates a plant; answers its id and when the create was answered. */
+async function create(api: Api, name: string): Promise<[string, number]> {
+  const { status, text } = await api.call('POST', '/plants', JSON.stringify({ name }));
+  assert.equal(status, 201, text);
+  return [/"id":(-?\d+)/.exec(text)![1]!, Date.now()];
+}
+
+/** Each plant's delivery lag: arrival less the create's answer; fails on one too late. */
+function assertPrompt(written: Map<string, number>, arrived: Map<string, number>): number {
+  let worst = -Infinity;
+  for (const [id, at] of written) {
+    const lag = arrived.get(id)! - at;
+    assert.ok(lag <= LAG_MS, `plant ${id} reached the healthy endpoint ${lag} ms after its write`);
+    worst = Math.max(worst, lag);
+  }
+  return worst;
+}
+
+const allReached = (receivers: Receiver[], count: number) =>
+  Promise.all(receivers.map((receiver) => receiver.waitFor(count)));
+
+/** A receiver that answers 200 at once, then a byte of body every 100 ms, never ending. */
+const drip: Answer = (response) => {
+  response.writeHead(200, { 'content-type': 'text/plain' });
+  const timer = setInterval(() => response.write('.'), 100);
+  response.on('close', () => clearInterval(timer));
+};
+
+/** A receiver that answers 503 just before the attempt would time out. */
+const lateFailure: Answer = (response) => {
+  const timer = setTimeout(() => response.writeHead(503).end(), 2500);
+  response.on('close', () => clearTimeout(timer));
+};
+
+/**
+ * Subscribes 20 receivers that answer as `answers` says and one healthy one; writes a backlog
+ * of 60 messages for each, then 10 more once every bad receiver has had its first attempt
+ * end and a second begin; checks that every message reached the healthy one promptly.
+ */
+async function healthyBeside(t: TestContext, db: (typeof DATABASES)[number], answers: Answer[]) {
+  const args = await db.fresh(t);
+  const token = await webhookToken(args);
+  const api = await serveWithWebhooks(
+    t,
+    args,
+    [...ALLOW_LOOPBACK, '--webhook-timeout', TIMEOUT],
+    token,
+  );
+  const bad = await Promise.all(
+    answers.map(async (answer) => {
+      const receiver = await startReceiver(t);
+      receiver.fallback = answer;
+      return receiver;
+    }),
+  );
+  for (const receiver of bad) await api.subscribe(receiver.url);
+  const { receiver: healthy, arrived } = await healthyReceiver(t);
+  await api.subscribe(healthy.url);
+
+  // A backlog: 60 messages for each bad endpoint, written 10 at a time.
+  const written = new Map<string, number>();
+  for (let batch = 0; batch < 6; batch++) {
+    const made = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => create(api, `backlog ${batch}-${i}`)),
+    );
+    for (const [id, at] of made) written.set(id, at);
+  }
+  await within(allReached(bad, 1), 10_000, 'an attempt at every bad endpoint');
+  await within(healthy.waitFor(written.size), 10_000, 'the healthy endpoint has every message');
+  const first = assertPrompt(written, arrived);
+
+  // Once the first attempts have ended and the next ones begun: still no delay.
+  await within(allReached(bad, 2), 20_000, 'a second attempt at every bad endpoint');
+  const later = new Map<string, number>();
+  for (let i = 0; i < 10; i++) {
+    const [id, at] = await create(api, `later ${i}`);
+    later.set(id, at);
+    await within(healthy.waitFor(written.size + later.size), 10_000, `plant ${id} delivered`);
+  }
+  const second = assertPrompt(later, arrived);
+  t.diagnostic(`worst lag ${Math.max(first, second)} ms`);
+}
+
+for (const db of DATABASES) {
+  describe(`webhooks on ${db.name}, fairness`, { skip: db.skip, timeout: 90_000 }, () => {
+    it(`${BAD} hung receivers with backlogs do not delay a healthy one`, (t) =>
+      healthyBeside(t, db, Array<Answer>(BAD).fill('hang')));
+
+    it('receivers that drip their answer or fail late do not delay a healthy one', (t) =>
+      healthyBeside(
+        t,
+        db,
+        Array.from({ length: BAD }, (_, i) => [drip, lateFailure, 'hang' as const][i % 3]!),
+      ));
+  });
+}

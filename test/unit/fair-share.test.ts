@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  fairLevel,
+  FIRST_WINDOW,
+  heldAtMost,
+  nextWindow,
+} from '../../src/core/webhooks/fair-share.js';
+
+// How a process shares its delivery slots among endpoints (see fair-share.ts): a window per
+// endpoint that grows while it delivers and falls to 1 when it fails, cut to a max-min fair
+// share of the slots.
+describe('webhook fair share', () => {
+  it('starts a window at 1, grows it by deliveries that filled it, up to the bound', () => {
+    assert.equal(FIRST_WINDOW, 1);
+    assert.equal(nextWindow(1, true, 1, 16), 2);
+    assert.equal(nextWindow(5, true, 5, 16), 6);
+    assert.equal(nextWindow(5, true, 2, 16), 5, 'an endpoint that keeps up with 2 needs no more');
+    assert.equal(nextWindow(16, true, 16, 16), 16);
+  });
+
+  it('sets a window back to 1 after any failure', () => {
+    assert.equal(nextWindow(16, false, 16, 16), 1);
+    assert.equal(nextWindow(1, false, 1, 16), 1);
+  });
+
+  it('cuts only the windows above an equal share; the rest goes to those', () => {
+    assert.equal(fairLevel([], 64), Infinity);
+    assert.equal(fairLevel([16, 16, 16, 16], 64), Infinity, 'they fit');
+    assert.equal(fairLevel([16, 16, 16, 16, 16], 64), 12);
+    // 20 hung endpoints at 1 each leave 44 slots: a healthy endpoint keeps its 16.
+    assert.equal(fairLevel([...Array<number>(20).fill(1), 16], 64), Infinity);
+    assert.equal(fairLevel([...Array<number>(20).fill(1), 16, 16, 16, 16], 64), 11);
+    assert.equal(fairLevel([2, 16, 16], 10), 4);
+  });
+
+  it('never shares below 1: each endpoint has its one attempt, however many there are', () => {
+    assert.equal(fairLevel(Array<number>(100).fill(2), 64), 1);
+  });
+
+  it('holds one message at a limit of 1, twice the limit above', () => {
+    assert.equal(heldAtMost(1), 1);
+    assert.equal(heldAtMost(2), 4);
+    assert.equal(heldAtMost(16), 32);
+  });
+});
