@@ -1,5 +1,5 @@
 /**
- * Limits of the HTTP edge; each is published in the README and the OpenAPI document. The
+ * Limits of the HTTP edge; each is published in docs/api.md and the OpenAPI document. The
  * timeouts are defaults, configurable on `serve` (see src/cli/options.ts).
  */
 

@@ -13,7 +13,7 @@ const FAILED = 1;
 
 // On PostgreSQL the database's own tools do this better than a copy through plantstore could.
 const POSTGRES_ADVICE =
-  'backup and restore are for SQLite; on PostgreSQL use pg_dump and pg_restore (see the README)';
+  'backup and restore are for SQLite; on PostgreSQL use pg_dump and pg_restore (see docs/operating.md, Backups)';
 
 async function run<R extends BackupReport>(
   options: DatabaseOptions,

@@ -37,7 +37,7 @@ export interface PrunedStore {
  * Idempotency-Keys expired (claims delete some on their way too, but only while creates with
  * keys go on), and, with a retention, the audit entries older than it. Webhook messages past
  * their retention are deleted by the dispatcher's housekeeping, ended rate-limit windows by
- * RateLimitSync. Each table's bound is in the README, "Tables and their growth".
+ * RateLimitSync. Each table's bound is in docs/operating.md, "Tables and their growth".
  */
 export class Maintenance {
   private timer: NodeJS.Timeout | undefined;
