@@ -20,8 +20,16 @@ export interface DispatcherOptions {
   retentionMs?: number;
   /** Endpoints with nothing but failures for this long are disabled. */
   disableAfterMs?: number;
-  /** Attempts in flight in this process, and per endpoint. */
+  /**
+   * Attempts in flight in this process, shared fairly among the endpoints with messages in
+   * hand; an endpoint with none in flight may always start one, even beyond this.
+   */
   maxInFlight?: number;
+  /**
+   * The most attempts one endpoint may have in flight: its window starts at 1, grows with
+   * deliveries up to this, and falls back to 1 when an attempt fails (see
+   * core/webhooks/fair-share.ts).
+   */
   perEndpoint?: number;
   /** With no wake-up, the queue is looked at this often anyway. */
   pollMs?: number;

@@ -76,7 +76,8 @@ export class EndpointTable {
   /** Notes an attempt's end: `delivered`, or undefined when it was not made after all. */
   ended(endpoint: EndpointSlots, delivered: boolean | undefined, at: number): void {
     if (delivered !== undefined) {
-      endpoint.window = nextWindow(endpoint.window, delivered, endpoint.inFlight, this.perEndpoint);
+      const pressed = endpoint.more || heldBy(endpoint) >= endpoint.window;
+      endpoint.window = nextWindow(endpoint.window, delivered, pressed, this.perEndpoint);
     }
     endpoint.inFlight--;
     endpoint.busyAt = at;

@@ -53,7 +53,7 @@ async function backlog(db: TestDatabase, endpoint: bigint, count: number, from: 
   }
 }
 
-/** A store with 20 endpoints, each with 100 messages due an hour ago, and one with one message due now. */
+/** A store with 20 endpoints, 100 messages due an hour ago each, and one with one due now. */
 async function hungAndHealthy(t: TestContext, db: TestDatabase) {
   const store: Store = await db.open();
   t.after(() => store.close());

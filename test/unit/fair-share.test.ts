@@ -11,17 +11,18 @@ import {
 // endpoint that grows while it delivers and falls to 1 when it fails, cut to a max-min fair
 // share of the slots.
 describe('webhook fair share', () => {
-  it('starts a window at 1, grows it by deliveries that filled it, up to the bound', () => {
+  it('starts a window at 1, doubles it by deliveries while messages press, up to the bound', () => {
     assert.equal(FIRST_WINDOW, 1);
-    assert.equal(nextWindow(1, true, 1, 16), 2);
-    assert.equal(nextWindow(5, true, 5, 16), 6);
-    assert.equal(nextWindow(5, true, 2, 16), 5, 'an endpoint that keeps up with 2 needs no more');
-    assert.equal(nextWindow(16, true, 16, 16), 16);
+    assert.equal(nextWindow(1, true, true, 16), 2);
+    assert.equal(nextWindow(5, true, true, 16), 10);
+    assert.equal(nextWindow(10, true, true, 16), 16);
+    assert.equal(nextWindow(5, true, false, 16), 5, 'an endpoint that keeps up needs no more');
+    assert.equal(nextWindow(16, true, true, 16), 16);
   });
 
   it('sets a window back to 1 after any failure', () => {
-    assert.equal(nextWindow(16, false, 16, 16), 1);
-    assert.equal(nextWindow(1, false, 1, 16), 1);
+    assert.equal(nextWindow(16, false, true, 16), 1);
+    assert.equal(nextWindow(1, false, false, 16), 1);
   });
 
   it('cuts only the windows above an equal share; the rest goes to those', () => {

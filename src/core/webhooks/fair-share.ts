@@ -3,11 +3,14 @@
  * is slow, hangs or fails holds only its own share and never delays another's messages.
  *
  * Each endpoint has a window: how many attempts it may have in flight. It starts at 1 and
- * grows by one with each delivered attempt that found the window full (an endpoint that
- * keeps up with fewer does not grow it), up to the per-endpoint bound; any attempt that
- * fails (a timeout, no connection, an answer other than 2xx) sets it back to 1. A receiver
- * that hangs thus never has more than one attempt in flight after its first failure, and
- * one that never answered has never had more than one.
+ * doubles with each delivered attempt while the endpoint has as many messages as its window
+ * lets go at once (one that keeps up with fewer does not grow it), up to the per-endpoint
+ * bound; any attempt that fails (a timeout, no connection, an answer other than 2xx) sets
+ * it back to 1. A receiver that hangs thus never has more than one attempt in flight after
+ * its first failure, and one that never answered has never had more than one. Growth is
+ * fast because only deliveries earn it and the fair share below bounds it: a burst to an
+ * endpoint the process has not sent to for a while waits two or three of its round trips
+ * more than it would at a full window.
  *
  * The process's slots are then shared max-min fairly among the endpoints with messages in
  * hand: each gets its window, cut down to an equal share of the slots when the windows
@@ -20,17 +23,18 @@
 export const FIRST_WINDOW = 1;
 
 /**
- * An endpoint's window after an attempt: `inFlight` counts the attempts it had in flight
- * when this one ended, this one included.
+ * An endpoint's window after an attempt; `pressed`: whether the endpoint had at least as many
+ * messages as its window when the attempt ended (in flight, this one included, waiting, or
+ * due in the queue).
  */
 export function nextWindow(
   window: number,
   delivered: boolean,
-  inFlight: number,
+  pressed: boolean,
   perEndpoint: number,
 ): number {
   if (!delivered) return FIRST_WINDOW;
-  return inFlight >= window ? Math.min(window + 1, perEndpoint) : window;
+  return pressed ? Math.min(window * 2, perEndpoint) : window;
 }
 
 /**
