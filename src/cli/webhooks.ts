@@ -6,6 +6,7 @@ import type { DestinationCheck } from '../core/webhooks/delivery.js';
 import { destinationCheck, systemResolve } from '../outbound/destination.js';
 import { HttpWebhookSender } from '../outbound/webhook-sender.js';
 import { WebhookDispatcher } from '../service/webhook-dispatcher.js';
+import { WebhookFanOut } from '../service/webhook-fanout.js';
 import type { Store } from '../store/store.js';
 
 /** How `serve` delivers webhooks (its --webhook-* options). */
@@ -31,18 +32,21 @@ export function webhookDestinations(
   return destinationCheck(new AddressPolicy(delivery.allowNetworks), systemResolve);
 }
 
-/** A running dispatcher and its sender; `stop` ends both (see WebhookDispatcher.stop). */
+/**
+ * A running fan-out, dispatcher and sender; `stop` ends them (see WebhookDispatcher.stop).
+ */
 export interface RunningDelivery {
   stop(graceMs: number): Promise<void>;
 }
 
 /**
- * Starts delivering the queue's messages from this process. Every `serve` process runs one
- * (each worker of --workers, each instance on one PostgreSQL): the queue's leases keep
- * them from sending the same attempt at once.
+ * Starts fanning out the events of plant writes into messages and delivering the queue's
+ * messages from this process. Every `serve` process runs both (each worker of --workers,
+ * each instance on one PostgreSQL): the events' locks keep them from fanning out the same
+ * event twice, the queue's leases from sending the same attempt at once.
  */
 export function startDelivery(
-  store: Pick<Store, 'webhookQueue' | 'onRemoteMessages'>,
+  store: Pick<Store, 'webhookEvents' | 'webhookQueue' | 'onRemoteMessages'>,
   delivery: WebhookDelivery,
   log: Log,
   metrics?: Metrics,
@@ -63,10 +67,13 @@ export function startDelivery(
     disableAfterMs: delivery.disableAfterMs,
     ...(metrics && { metrics }),
   });
+  const fanOut = new WebhookFanOut({ events: store.webhookEvents, log });
+  fanOut.start();
   dispatcher.start();
   return {
     async stop(graceMs) {
-      await dispatcher.stop(graceMs);
+      // Events not fanned out yet stay in the database for the next process to start.
+      await Promise.all([fanOut.stop(), dispatcher.stop(graceMs)]);
       sender.close();
     },
   };

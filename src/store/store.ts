@@ -9,7 +9,7 @@ import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../c
 import type { Scope } from '../core/scopes.js';
 import type { TokenRecord } from '../core/tokens.js';
 import type { MigrationReport } from './migrations.js';
-import type { WebhookQueue, WebhookStore } from './webhook-store.js';
+import type { WebhookEvents, WebhookQueue, WebhookStore } from './webhook-store.js';
 
 export type * from './webhook-store.js';
 
@@ -141,6 +141,7 @@ export interface Store {
   readonly audit: AuditStore;
   readonly idempotency: IdempotencyStore;
   readonly webhooks: WebhookStore;
+  readonly webhookEvents: WebhookEvents;
   readonly webhookQueue: WebhookQueue;
   /**
    * Calls `listener` when another process on the database has written webhook messages
@@ -200,6 +201,14 @@ export class KeyNotHeldError extends Error {
   constructor() {
     super('the Idempotency-Key is no longer held by this request');
     this.name = 'KeyNotHeldError';
+  }
+}
+
+/** A webhook endpoint was not created: there are `max` already. */
+export class WebhookEndpointLimitError extends Error {
+  constructor(readonly max: number) {
+    super(`there are ${max} webhook endpoints already, the most allowed`);
+    this.name = 'WebhookEndpointLimitError';
   }
 }
 

@@ -1,5 +1,6 @@
-// The webhook side of the store: endpoints and their deliveries, and the queue of messages
-// to send (see store.ts for the rest; it re-exports these).
+// The webhook side of the store: endpoints and their deliveries, the events of plant writes
+// and their fan-out into messages, and the queue of messages to send (see store.ts for the
+// rest; it re-exports these).
 
 import type {
   Delivery,
@@ -13,12 +14,16 @@ import type {
 import type { WebhookEvent } from '../core/webhooks/events.js';
 
 /**
- * Webhook endpoints and the messages written for them. The messages themselves are written
- * by PlantStore, in the transaction of the change they tell of (the outbox), for every
- * enabled endpoint subscribed to the change's event at that moment.
+ * Webhook endpoints and the messages written for them. The messages themselves come from
+ * the events PlantStore records in the transaction of the change they tell of (the outbox),
+ * fanned out by WebhookEvents.
  */
 export interface WebhookStore {
-  create(endpoint: NewWebhookEndpoint): Promise<WebhookEndpoint>;
+  /**
+   * Throws WebhookEndpointLimitError, creating nothing, when `maxEndpoints` endpoints exist
+   * already (counted so that creates at once, in any processes, never pass it together).
+   */
+  create(endpoint: NewWebhookEndpoint, maxEndpoints?: number): Promise<WebhookEndpoint>;
   get(id: bigint): Promise<WebhookEndpoint | undefined>;
   list(query: WebhookEndpointQuery): Promise<WebhookEndpoint[]>;
   /** Applies the change atomically; undefined when no endpoint has the id. */
@@ -42,6 +47,39 @@ export interface WebhookStore {
    * false when the endpoint has no message with this id.
    */
   retry(endpointId: bigint, messageId: bigint, at: Date): Promise<boolean>;
+}
+
+/** What one fan-out did. */
+export interface FanOutStep {
+  /** Events it took: 0 when none was waiting (or other processes hold those there are). */
+  events: number;
+  /** Of those, the events whose messages are all written: deleted. */
+  finished: number;
+  /** Messages it wrote. */
+  messages: number;
+}
+
+/**
+ * The events of plant writes: each write records its event once, in its own transaction,
+ * when an enabled endpoint subscribes to the event's type, so that what a write costs does
+ * not grow with the endpoints. The fan-out turns them into messages afterwards: an event goes
+ * to every endpoint created before its write (in the write's view of the endpoints) that is
+ * enabled and subscribed to its type when the fan-out runs.
+ */
+export interface WebhookEvents {
+  /**
+   * Writes the messages of the oldest waiting events, at most `maxMessages` (an event with
+   * more endpoints is taken up again where it stopped by the next call), and deletes the
+   * events whose messages are all written, all in one transaction: a crash loses and doubles
+   * nothing. Events another process is fanning out are passed over (PostgreSQL: FOR UPDATE
+   * SKIP LOCKED). Wakes the queue's listeners (onMessages) when it wrote a message.
+   */
+  fanOut(maxMessages: number): Promise<FanOutStep>;
+  /**
+   * Calls `listener` after each commit in this process that recorded an event; answers the
+   * function that stops it.
+   */
+  onEvents(listener: () => void): () => void;
 }
 
 /** A message claimed for one attempt, with what is needed to send it. */
@@ -129,7 +167,7 @@ export interface WebhookQueue {
   disableFailing(since: Date, now: Date): Promise<number>;
   /**
    * Calls `listener` after each commit in this process that wrote at least one message
-   * (a plant change, a retry asked for); answers the function that stops it.
+   * (a fan-out of events, a retry asked for); answers the function that stops it.
    */
   onMessages(listener: () => void): () => void;
 }

@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { INT64_MAX } from '../../src/core/int64.js';
 import { AddressPolicy } from '../../src/core/webhooks/address-policy.js';
 import { destinationCheck } from '../../src/outbound/destination.js';
+import { fanOutAll } from '../helpers/fan-out.js';
 import { body, setup, type TestApp } from '../helpers/setup.js';
 
 // Names the test resolver knows: one public, one into the private network.
@@ -235,6 +236,8 @@ test('deliveries: each plant change is a message with an exact id; filter, page,
     json: '{"tag":null}',
   });
   await app.call({ method: 'DELETE', url: `/plants/${id}`, token: plantToken });
+  // What the fan-out of a `serve` process does within milliseconds (composeApp runs none).
+  assert.equal(await fanOutAll(app.store), 3);
 
   const url = `/webhooks/${endpoint.id}/deliveries`;
   const list = await app.call({ method: 'GET', url, token });
@@ -302,6 +305,7 @@ test('rotate-secret shows a new secret once; the old one signs beside it for 24 
     token: await app.newToken(),
     json: '{"name":"a"}',
   });
+  await fanOutAll(app.store);
   const now = Date.now();
   const [during] = await app.store.webhookQueue.claim(new Date(now + 23 * 3_600_000), 1, 1);
   assert.deepEqual(during?.endpoint.secrets, [secret, endpoint.secret]);

@@ -21,7 +21,13 @@ const attempt = (httpStatus: number | null) => ({
 });
 
 /** What no statement of its own runs: listeners, the pool's state, closing. */
-const NOT_STATEMENTS = new Set(['close', 'connections', 'onRemoteMessages', 'onMessages']);
+const NOT_STATEMENTS = new Set([
+  'close',
+  'connections',
+  'onRemoteMessages',
+  'onMessages',
+  'onEvents',
+]);
 
 /**
  * `store` with every call of a method recorded, and the methods of it and its parts (plants,
@@ -80,7 +86,7 @@ async function run(store: Store): Promise<void> {
   // An endpoint for every event first, so that each plant write below writes messages.
   const events = ['plant.created', 'plant.updated', 'plant.deleted'] as const;
   const hook = { url: 'https://hooks.example/', events: [...events], secret: 'whsec_a', at: T0 };
-  const endpoint = await store.webhooks.create({ ...hook, description: 'all' });
+  const endpoint = await store.webhooks.create({ ...hook, description: 'all' }, 10);
   const doomed = await store.webhooks.create(hook);
 
   // Plants: ids taken by clients first, so that a server create draws a taken id and skips
@@ -148,6 +154,11 @@ async function run(store: Store): Promise<void> {
   await store.webhooks.list({ limit: 10, after: endpoint.id });
   await store.webhooks.update(endpoint.id, { description: null, enabled: true }, T0);
   await store.webhooks.rotateSecret(endpoint.id, 'whsec_b', T0, at(1000));
+
+  // The fan-out of the writes' events: one message first, so that an event is cut off and
+  // taken up again where it stopped; then the rest.
+  assert.deepEqual(await store.webhookEvents.fanOut(1), { events: 1, finished: 0, messages: 1 });
+  while ((await store.webhookEvents.fanOut(100)).events > 0);
 
   // The queue: claims, each outcome of an attempt, a release, a retry asked for.
   const q = store.webhookQueue;

@@ -346,7 +346,8 @@ export async function nestedPlans(
 
 /**
  * Tens of thousands of rows in every growing table, as a database in use holds: messages to
- * ten endpoints, most delivered, a few pending or failed; keys and audit entries over months;
+ * ten endpoints, most delivered, a few pending or failed, and a backlog of events to fan out
+ * to them; keys and audit entries over months;
  * taken ids from 1 up, so that the skip the store ran (of the id 1 it drew) finds its run.
  */
 export async function fill(client: pg.Client, { analyze = true } = {}): Promise<void> {
@@ -377,6 +378,10 @@ export async function fill(client: pg.Client, { analyze = true } = {}): Promise<
       FROM generate_series(1, ${n}) i;
     INSERT INTO webhook_attempts (message_id, at, duration_ms, http_status, response_excerpt)
       SELECT id, created_at, 5, 200, '' FROM webhook_messages;
+    INSERT INTO webhook_events (event_type, payload, created_at, endpoint_max)
+      SELECT 'plant.created', '{}', now() - i * interval '1 second',
+        (SELECT max(id) FROM webhook_endpoints)
+      FROM generate_series(1, ${n}) i;
     INSERT INTO rate_limits (policy, subject, window_start, window_end, count)
       SELECT 'token', (i % 5000)::text, (i / 5000) * 60, (i / 5000) * 60 + 60, 1
       FROM generate_series(1, ${n}) i ON CONFLICT DO NOTHING;

@@ -34,6 +34,7 @@ const GROWING = new Set([
   'idempotency_keys',
   'webhook_messages',
   'webhook_attempts',
+  'webhook_events',
   'rate_limits',
   'plant_ids_taken',
   'plant_id_runs',
@@ -54,6 +55,15 @@ const SQLITE_ALLOWED: Allowance[] = [
     table: 'plants',
     kind: 'SCAN plants',
     reason: 'the first page of the list: walks plants in id order and stops after LIMIT rows',
+  },
+  {
+    statement:
+      'SELECT id, event_type, payload, created_at, endpoint_max, fanned_to FROM webhook_events ORDER BY id LIMIT ?',
+    table: 'webhook_events',
+    kind: 'SCAN webhook_events',
+    reason:
+      'the fan-out takes the oldest events: walks webhook_events in id order and stops after ' +
+      'LIMIT rows (at most 1,000, fewer the more endpoints are enabled)',
   },
   {
     statement: "SELECT count(*) FROM webhook_messages WHERE status = 'pending'",
@@ -79,6 +89,15 @@ const POSTGRES_ALLOWED: Allowance[] = [
     table: 'plants',
     kind: 'Index Scan of all of plants_pkey',
     reason: 'the first page of the list: walks plants_pkey in order and stops after LIMIT rows',
+  },
+  {
+    statement: 'webhooks.fanOut',
+    table: 'webhook_events',
+    kind: 'Index Scan of all of webhook_events_pkey',
+    reason:
+      'the fan-out takes the oldest events not locked by another fan-out: walks ' +
+      'webhook_events_pkey in order and stops after LIMIT rows (at most 1,000, fewer the more ' +
+      'endpoints are enabled)',
   },
   {
     statement: 'webhooks.pending',

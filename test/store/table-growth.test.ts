@@ -125,6 +125,7 @@ for (const backend of BACKENDS) {
         at: T0,
       });
       for (const name of ['a', 'b', 'c', 'd']) await store.plants.insert({ name });
+      await store.webhookEvents.fanOut(1000);
       const q = store.webhookQueue;
       const [a, b, c, d] = await q.claim(new Date('2100-01-01T00:00:00Z'), 1000, 10);
       assert.ok(a && b && c && d);
@@ -149,6 +150,31 @@ for (const backend of BACKENDS) {
       );
       assert.equal(await q.purge(at(1_000_000)), 1, 'c; d is pending, whatever its age');
       assert.deepEqual([await rows('webhook_messages'), await rows('webhook_attempts')], [1, 1]);
+    });
+
+    it('webhook_events: a write adds one row at most, whatever the endpoints; the fan-out deletes it', async (t) => {
+      const { store, rows } = await backend.fresh(t);
+      await store.plants.insert({ name: 'no endpoint yet' });
+      assert.equal(await rows('webhook_events'), 0, 'no subscriber, no row');
+      for (let i = 0; i < 3; i++) {
+        await store.webhooks.create({
+          url: 'https://example.com/hook',
+          events: ['plant.created'],
+          secret: 'whsec_first',
+          at: T0,
+        });
+      }
+      for (const name of ['a', 'b']) await store.plants.insert({ name });
+      assert.equal(await rows('webhook_events'), 2, 'one a write, not one an endpoint');
+      // At most 4 messages a fan-out: one event's 3 (the next one's would pass 4).
+      assert.deepEqual(await store.webhookEvents.fanOut(4), {
+        events: 1,
+        finished: 1,
+        messages: 3,
+      });
+      assert.equal(await rows('webhook_events'), 1, 'deleted with its messages written');
+      await store.webhookEvents.fanOut(4);
+      assert.deepEqual([await rows('webhook_events'), await rows('webhook_messages')], [0, 6]);
     });
 
     it('audit_log: a maintenance round with a retention deletes the older entries', async (t) => {

@@ -2,10 +2,12 @@ import assert from 'node:assert/strict';
 import { EventEmitter, once } from 'node:events';
 import { it } from 'node:test';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
+import { fanOutAll } from '../helpers/fan-out.js';
 import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
 
-// On PostgreSQL, a message written by one process wakes the others (LISTEN/NOTIFY), so that
-// every instance's dispatcher hears of it at once rather than at its next poll.
+// On PostgreSQL, a message written by one process (its fan-out of a plant write's event)
+// wakes the others (LISTEN/NOTIFY), so that every instance's dispatcher hears of it at once
+// rather than at its next poll.
 
 it(
   'a message written by another store on the database is heard',
@@ -32,6 +34,7 @@ it(
     });
     const woken = once(heard, 'heard');
     await writer.plants.insert({ name: 'Fern' });
+    assert.equal(await fanOutAll(writer), 1);
     await woken;
     // The in-process signal is the writer's own: the listener's store wrote nothing.
     assert.equal(local, 0);

@@ -9,6 +9,7 @@ import { plantPayload } from '../../src/core/webhooks/events.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { PlantExistsError, type Store } from '../../src/store/store.js';
+import { fanOutAll } from '../helpers/fan-out.js';
 import { freshDatabase, freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
 
 /** Opens a second store on the same database as the first, or the first one. */
@@ -83,12 +84,14 @@ function webhookContract(name: string, open: Open): void {
       assert.equal(await store.webhooks.get(a.id), undefined);
     });
 
-    it('writes a message in the change of each subscribed event, ids exact, then wakes', async (t) => {
+    it('records an event in each subscribed change; the fan-out writes its messages, ids exact', async (t) => {
       const { store } = await open(t);
+      let events = 0;
       let wakes = 0;
+      store.webhookEvents.onEvents(() => (events += 1));
       store.webhookQueue.onMessages(() => (wakes += 1));
       await store.plants.insert({ id: 1n, name: 'before' });
-      assert.equal(wakes, 0, 'no endpoint, no message');
+      assert.equal(events, 0, 'no endpoint, no event');
       const created = await subscribe(store);
       const all = await subscribe(store, [
         'plant.created',
@@ -100,11 +103,14 @@ function webhookContract(name: string, open: Open): void {
         name: 'Fern "q" \\ \n é',
         tag: 't',
       });
-      assert.equal(wakes, 1, 'one wake-up per write');
+      assert.equal(events, 1, 'one wake-up of the fan-out per write');
       await store.plants.update(INT64_MAX, { tag: null });
       await store.plants.delete(INT64_MAX);
       await assert.rejects(store.plants.insert({ id: 1n, name: 'dup' }), PlantExistsError);
-      assert.equal(wakes, 3, 'a failed write wakes no one');
+      assert.equal(events, 3, 'a failed write wakes no one');
+      assert.equal(wakes, 0, 'the writes wrote no message themselves');
+      assert.equal(await fanOutAll(store), 4);
+      assert.ok(wakes > 0, 'the fan-out woke the dispatcher');
       const claimed = await store.webhookQueue.claim(FAR, 60_000, 10);
       const seen = claimed.map((m) => [m.endpoint.id, m.eventType, m.payload]);
       const body = plantPayload(plant);
@@ -127,6 +133,7 @@ function webhookContract(name: string, open: Open): void {
       const { store } = await open(t);
       await subscribe(store);
       await store.plants.insert({ name: 'p' });
+      await fanOutAll(store);
       const due = await store.webhookQueue.nextDue();
       assert.ok(due !== null && due.getTime() <= Date.now());
       const now = new Date(Date.now() + 1000);
@@ -159,6 +166,7 @@ function webhookContract(name: string, open: Open): void {
       const q = store.webhookQueue;
       await subscribe(store);
       await store.plants.insert({ name: 'p' });
+      await fanOutAll(store);
       const now = new Date(Date.now() + 1000);
       const [first] = await q.claim(now, 30_000, 10);
       // Kept leased: no claim takes it before the lease ends, and it is still attempt 1.
@@ -179,6 +187,7 @@ function webhookContract(name: string, open: Open): void {
       const { store } = await open(t);
       const endpoint = await subscribe(store);
       for (const name of ['a', 'b', 'c']) await store.plants.insert({ name });
+      await fanOutAll(store);
       const q = store.webhookQueue;
       assert.equal(await q.depth(), 3, 'three pending');
       const [a, b, c] = await q.claim(FAR, 1000, 10);
@@ -262,6 +271,7 @@ function webhookContract(name: string, open: Open): void {
       const endpoint = await subscribe(store);
       await store.plants.insert({ name: 'a' });
       await store.plants.insert({ name: 'b' });
+      await fanOutAll(store);
       const [a] = await store.webhookQueue.claim(FAR, 1000, 1);
       assert.ok(
         await store.webhookQueue.finish(a!.id, a!.claimedUntil, attempt(410), { kind: 'gone' }),
@@ -270,6 +280,7 @@ function webhookContract(name: string, open: Open): void {
       assert.deepEqual(await store.webhookQueue.claim(FAR, 1000, 10), []);
       assert.equal(await store.webhookQueue.nextDue(), null);
       await store.plants.insert({ name: 'c' });
+      assert.equal(await fanOutAll(store), 0, 'c: no enabled endpoint subscribes');
       await store.webhooks.update(endpoint.id, { enabled: true }, new Date());
       const resumed = await store.webhookQueue.claim(FAR, 1000, 10);
       assert.equal(resumed.length, 2, 'a and b; c came while the endpoint was disabled');
@@ -286,6 +297,7 @@ function webhookContract(name: string, open: Open): void {
         at: T0,
       });
       await store.plants.insert({ name: 'a' });
+      await fanOutAll(store);
       const q = store.webhookQueue;
       for (const m of await q.claim(FAR, 1000, 10)) {
         const ok = m.endpoint.id === healthy.id;
@@ -316,6 +328,7 @@ function webhookContract(name: string, open: Open): void {
       const ends = new Date(now + 3_600_000);
       await store.webhooks.rotateSecret(endpoint.id, 'whsec_second', new Date(now), ends);
       await store.plants.insert({ name: 'a' });
+      await fanOutAll(store);
       const [during] = await store.webhookQueue.claim(new Date(ends.getTime() - 1), 1, 1);
       assert.deepEqual(during?.endpoint.secrets, ['whsec_second', 'whsec_first']);
       const [after] = await store.webhookQueue.claim(ends, 1, 1);
@@ -329,6 +342,7 @@ function webhookContract(name: string, open: Open): void {
       await Promise.all(
         Array.from({ length: 60 }, (_, i) => store.plants.insert({ name: `p${i}` })),
       );
+      await fanOutAll(store);
       const now = new Date(Date.now() + 1000);
       const rounds = await Promise.all(
         Array.from({ length: 12 }, (_, i) =>
@@ -344,6 +358,7 @@ function webhookContract(name: string, open: Open): void {
       const { store } = await open(t);
       const endpoint = await subscribe(store);
       await store.plants.insert({ name: 'a' });
+      await fanOutAll(store);
       await store.webhooks.delete(endpoint.id);
       assert.deepEqual(await store.webhookQueue.claim(FAR, 1000, 10), []);
       assert.deepEqual(await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 10 }), []);
@@ -384,8 +399,8 @@ if (POSTGRES_SKIP) {
 }
 
 if (!POSTGRES_SKIP) {
-  it('postgres: a write that adds messages NOTIFYs plantstore_webhooks in its commit', async (t) => {
-    // Its own database: the other tests' writes, in their schemas of the shared one, notify
+  it('postgres: a fan-out that writes messages NOTIFYs plantstore_webhooks in its commit; a write does not', async (t) => {
+    // Its own database: the other tests' fan-outs, in their schemas of the shared one, notify
     // the same channel.
     const url = await freshOwnDatabase(t);
     const store = await openPostgresStore({ url, poolSize: 2 });
@@ -402,20 +417,24 @@ if (!POSTGRES_SKIP) {
   });
 }
 
-/** One NOTIFY for a write that adds messages and for a retry; none for a write that adds none. */
+/**
+ * One NOTIFY for a fan-out that writes messages and for a retry; none for a write (its own
+ * process's fan-out hears of it in the process) nor for a fan-out that writes none.
+ */
 async function notifies(store: Store, listener: pg.Client): Promise<void> {
   await listener.query('LISTEN plantstore_webhooks');
   const heard: string[] = [];
   listener.on('notification', (n) => heard.push(n.channel));
   const endpoint = await subscribe(store);
-  // A write with no message for anyone comes first: were it to notify, the retry's
-  // notification below would find two.
   await store.plants.update(1n, { name: 'nobody' });
   await store.plants.insert({ name: 'a' });
   // The notification arrives after the commit; a round trip on the listener's own
   // connection is answered after the notifications queued before it.
   await listener.query('SELECT 1');
-  assert.deepEqual(heard, ['plantstore_webhooks']);
+  assert.deepEqual(heard, [], 'a write notifies no one');
+  await fanOutAll(store);
+  await listener.query('SELECT 1');
+  assert.deepEqual(heard, ['plantstore_webhooks'], 'the fan-out, once; the empty one after it not');
   const [message] = await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 1 });
   await store.webhooks.retry(endpoint.id, message!.id, new Date());
   await listener.query('SELECT 1');

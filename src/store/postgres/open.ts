@@ -16,6 +16,7 @@ import { postgresTokens } from './tokens.js';
 import { MessageSignal } from '../webhook-rows.js';
 import { WebhookNotifications } from './webhook-listen.js';
 import { postgresWebhookQueue } from './webhook-queue.js';
+import { postgresWebhookEvents } from './webhook-events.js';
 import { postgresWebhooks } from './webhooks.js';
 
 export interface PostgresOptions {
@@ -73,19 +74,23 @@ export async function openPostgresStore(
   const pool = createPool(url, durability, poolSize, log);
   const query = poolQuery(pool, metrics);
   let closed = false;
-  const signal = new MessageSignal(log);
-  const wake = () => signal.fire();
+  // This process's commits that recorded events (plant writes) or wrote messages (fan-outs,
+  // retries). Only the plant writes of `serve` record events, and each `serve` fans out: no
+  // other process needs to hear of an event (they look for those left behind every second).
+  const events = new MessageSignal(log);
+  const messages = new MessageSignal(log);
   // Other processes' messages (NOTIFY in their commits), heard on a LISTEN connection.
   const remote = new MessageSignal(log);
   const config = connectionConfig(url, durability);
   const notifications = new WebhookNotifications(config, () => remote.fire(), log);
   return {
-    plants: postgresPlants(query, wake),
+    plants: postgresPlants(query, () => events.fire()),
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
-    webhooks: postgresWebhooks(query, wake),
-    webhookQueue: postgresWebhookQueue(query, signal),
+    webhooks: postgresWebhooks(query, () => messages.fire()),
+    webhookEvents: postgresWebhookEvents(query, events, messages),
+    webhookQueue: postgresWebhookQueue(query, messages),
     onRemoteMessages(listener) {
       notifications.start();
       return remote.on(listener);

@@ -1,7 +1,7 @@
 // The SQL of plantstore's plant writes and reads on PostgreSQL (src/store/postgres/plants.ts
 // runs them): each write is one statement, its audit entry, the settling of its
-// Idempotency-Key and its webhook messages in CTEs beside the change.
-import { MESSAGES_WRITTEN, outboxCtes } from './webhooks.js';
+// Idempotency-Key and its webhook event in CTEs beside the change.
+import { EVENTS_RECORDED, outboxCtes } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
 export const STORED = `${COLUMNS}, version`;
@@ -29,7 +29,7 @@ const afterCreate = (drawn: string) => `audited AS (
       plant_tag = c.tag, plant_version = c.version
     FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL),
   ${outboxCtes('plant.created', 'created', '$3::timestamptz')}
-  SELECT c.id, c.name, c.tag, c.version, a.ok AS allowed, ${MESSAGES_WRITTEN}, ${drawn} AS drawn
+  SELECT c.id, c.name, c.tag, c.version, a.ok AS allowed, ${EVENTS_RECORDED}, ${drawn} AS drawn
   FROM allowed a LEFT JOIN created c ON true`;
 
 /**
@@ -121,7 +121,7 @@ export const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
     SELECT $5::timestamptz, 'update', id, $6::bigint, $7::text, old_name, old_tag, name, tag
     FROM changed),
   ${outboxCtes('plant.updated', 'changed', '$5::timestamptz')}
-  SELECT old.id AS old_id, c.id, c.name, c.tag, c.version, ${MESSAGES_WRITTEN}
+  SELECT old.id AS old_id, c.id, c.name, c.tag, c.version, ${EVENTS_RECORDED}
   FROM old LEFT JOIN changed c ON true`;
 
 const deleteTail = `audited AS (
@@ -135,7 +135,7 @@ const deleteTail = `audited AS (
 export const DELETE = `WITH gone AS (
     DELETE FROM plants WHERE id = $1 RETURNING id, name, tag),
   ${deleteTail}
-  SELECT g.id AS old_id, g.id, ${MESSAGES_WRITTEN} FROM gone g`;
+  SELECT g.id AS old_id, g.id, ${EVENTS_RECORDED} FROM gone g`;
 
 // Locks the plant first, to tell a plant that changed from one that is not there.
 export const DELETE_IF = `WITH ${LOCK_OLD},
@@ -143,4 +143,4 @@ export const DELETE_IF = `WITH ${LOCK_OLD},
     DELETE FROM plants p USING old WHERE p.id = old.id ${unchanged(5)}
     RETURNING p.id, p.name, p.tag),
   ${deleteTail}
-  SELECT old.id AS old_id, g.id, ${MESSAGES_WRITTEN} FROM old LEFT JOIN gone g ON true`;
+  SELECT old.id AS old_id, g.id, ${EVENTS_RECORDED} FROM old LEFT JOIN gone g ON true`;

@@ -31,9 +31,9 @@ interface CreateRow extends Partial<StoredPlantRow>, Outboxed {
   drawn: bigint | null;
 }
 
-/** How many webhook messages a write added (see outboxCtes). */
+/** Whether a write recorded a webhook event (see outboxCtes). */
 interface Outboxed {
-  messages: bigint;
+  events: bigint;
 }
 
 /** The parameters afterCreate and the other audited writes take, from the write's options. */
@@ -57,8 +57,8 @@ function created(row: CreateRow, refusal: () => Error): StoredPlant {
 }
 
 /**
- * Plant writes, each with its webhook messages in the same statement; `wake` is called once
- * a write that added messages has committed.
+ * Plant writes, each with its webhook event in the same statement; `wake` is called once a
+ * write that recorded an event has committed.
  */
 export function postgresPlants(plainQuery: Query, wake: () => void): PlantStore {
   const query: Query = async <R extends pg.QueryResultRow>(
@@ -69,7 +69,7 @@ export function postgresPlants(plainQuery: Query, wake: () => void): PlantStore 
   ) => {
     const result = await plainQuery<R>(name, text, values, options);
     const row = result.rows[0] as Partial<Outboxed> | undefined;
-    if (row?.messages !== undefined && row.messages > 0n) wake();
+    if (row?.events !== undefined && row.events > 0n) wake();
     return result;
   };
   return {

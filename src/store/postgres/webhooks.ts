@@ -1,4 +1,4 @@
-import { INT64_MIN } from '../../core/int64.js';
+import { INT64_MAX, INT64_MIN } from '../../core/int64.js';
 import type {
   DeliveryQuery,
   NewWebhookEndpoint,
@@ -6,7 +6,7 @@ import type {
   WebhookEndpointChange,
 } from '../../core/webhooks/endpoint.js';
 import type { WebhookEvent } from '../../core/webhooks/events.js';
-import type { WebhookStore } from '../store.js';
+import { WebhookEndpointLimitError, type WebhookStore } from '../store.js';
 import {
   ATTEMPT_COLUMNS,
   type AttemptRow,
@@ -27,43 +27,62 @@ export const WEBHOOK_CHANNEL = 'plantstore_webhooks';
 export const postgresTime = (value: unknown): Date => value as Date;
 
 /**
- * The outbox of a plant write, as CTEs of the write's own statement: one message per enabled
- * endpoint subscribed to `event`, with the plant from the CTE `source` as its body (built
- * in SQL so that the id stays exact; `tag` absent when NULL), and a NOTIFY when at least one
- * was written. The statement must select `(SELECT count(*) FROM notified)` for the NOTIFY
- * to run: a SELECT in a WITH runs only when read.
+ * Whether the enabled endpoint `e` subscribes to `event`: the predicate of the partial index
+ * webhook_endpoints_<event> word for word (migration 0009_webhook_events), so that the
+ * planner answers "any subscriber?" from that index.
+ */
+const subscribes = (event: WebhookEvent) =>
+  `e.enabled AND position(' ${event} ' IN ' ' || e.events || ' ') > 0`;
+
+/**
+ * The outbox of a plant write, as a CTE of the write's own statement: the event, once,
+ * whatever the number of endpoints, with the plant from the CTE `source` as its body (built
+ * in SQL so that the id stays exact; `tag` absent when NULL) and the highest endpoint id
+ * the statement sees (see the migration 0009_webhook_events). Nothing is recorded when no
+ * enabled endpoint subscribes to `event`: one entry of a partial index says so. The fan-out
+ * of the writing process, woken after the commit, writes the messages (webhook-events.ts):
+ * no NOTIFY here, whose lock at commit would make the writes that record events commit one
+ * at a time.
  */
 export function outboxCtes(event: WebhookEvent, source: string, at: string): string {
   return `outboxed AS (
-    INSERT INTO webhook_messages
-      (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-    SELECT e.id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), '${event}',
+    INSERT INTO webhook_events (event_type, payload, created_at, endpoint_max)
+    SELECT '${event}',
       '{"id":' || s.id || ',"name":' || to_json(s.name)::text
         || coalesce(',"tag":' || to_json(s.tag)::text, '') || '}',
-      ${at}, ${at}
-    FROM ${source} s CROSS JOIN webhook_endpoints e
-    WHERE e.enabled AND position(' ${event} ' IN ' ' || e.events || ' ') > 0
-    RETURNING 1),
-  notified AS (
-    SELECT pg_notify('${WEBHOOK_CHANNEL}', '') FROM (SELECT 1 FROM outboxed LIMIT 1) o)`;
+      ${at}, (SELECT max(id) FROM webhook_endpoints)
+    FROM ${source} s
+    WHERE (SELECT max(e.id) FROM webhook_endpoints e WHERE ${subscribes(event)}) IS NOT NULL
+    RETURNING 1)`;
 }
 
-const MESSAGES_WRITTEN = '(SELECT count(*) FROM notified) AS messages';
-export { MESSAGES_WRITTEN };
+/** The column of a write's row that says whether it recorded an event (see outboxCtes). */
+export const EVENTS_RECORDED = '(SELECT count(*) FROM outboxed) AS events';
 
 const endpointOf = (row: EndpointRow | undefined): WebhookEndpoint | undefined =>
   row === undefined ? undefined : toEndpoint(row, postgresTime);
 
 export function postgresWebhooks(query: Query, wake: () => void): WebhookStore {
   return {
-    async create({ url, events, description, secret, at }: NewWebhookEndpoint) {
+    async create({ url, events, description, secret, at }: NewWebhookEndpoint, maxEndpoints) {
+      // Under the lock of webhook_endpoint_room, also without a limit: it orders the ids
+      // (see the migration 0009_webhook_events).
       const { rows } = await query<EndpointRow>(
         'webhooks.create',
         `INSERT INTO webhook_endpoints (url, events, description, created_at, updated_at, secret)
-         VALUES ($1, $2, $3, $4, $4, $5) RETURNING ${ENDPOINT_COLUMNS}`,
-        [url, eventsToText(events), description ?? null, at, secret],
+         SELECT $1, $2, $3, $4, $4, $5 WHERE webhook_endpoint_room($6)
+         RETURNING ${ENDPOINT_COLUMNS}`,
+        [
+          url,
+          eventsToText(events),
+          description ?? null,
+          at,
+          secret,
+          (maxEndpoints ?? INT64_MAX).toString(),
+        ],
       );
-      return toEndpoint(rows[0]!, postgresTime);
+      if (rows[0] === undefined) throw new WebhookEndpointLimitError(maxEndpoints!);
+      return toEndpoint(rows[0], postgresTime);
     },
     async get(id) {
       const { rows } = await query<EndpointRow>(
@@ -110,7 +129,7 @@ export function postgresWebhooks(query: Query, wake: () => void): WebhookStore {
            WHERE id = $1 AND endpoint_id = $2 RETURNING 1),
          notified AS (
            SELECT pg_notify('${WEBHOOK_CHANNEL}', '') FROM (SELECT 1 FROM outboxed LIMIT 1) o)
-         SELECT ${MESSAGES_WRITTEN}`,
+         SELECT (SELECT count(*) FROM notified) AS messages`,
         [messageId.toString(), endpointId.toString(), at],
       );
       const retried = Number(rows[0]?.messages ?? 0) > 0;

@@ -13,6 +13,7 @@ import { createPrivately, databaseFileExists } from './private-files.js';
 import { guard } from './query.js';
 import { sqliteTokens } from './tokens.js';
 import { MessageSignal } from '../webhook-rows.js';
+import { sqliteWebhookEvents } from './webhook-events.js';
 import { sqliteWebhookQueue } from './webhook-queue.js';
 import { sqliteOutbox, sqliteWebhooks } from './webhooks.js';
 
@@ -38,14 +39,17 @@ export function openSqliteStore(
 ): Store {
   const { db, migration } = openDatabase(file, durability, create, log);
   const batches = new GroupCommit(db, log, metrics);
-  const signal = new MessageSignal(log);
-  const wake = () => signal.fire();
-  const plants = sqlitePlants(db, batches, sqliteOutbox(db), wake);
+  // This process's commits that recorded events (plant writes) or wrote messages (fan-outs,
+  // retries); other processes' are found by polling.
+  const events = new MessageSignal(log);
+  const messages = new MessageSignal(log);
+  const plants = sqlitePlants(db, batches, sqliteOutbox(db), () => events.fire());
   const tokens = sqliteTokens(db, batches);
   const audit = sqliteAudit(db, batches);
   const idempotency = sqliteIdempotency(db, batches);
-  const webhooks = sqliteWebhooks(db, batches, wake);
-  const webhookQueue = sqliteWebhookQueue(db, batches, signal);
+  const webhooks = sqliteWebhooks(db, batches, () => messages.fire());
+  const webhookEvents = sqliteWebhookEvents(db, batches, events, messages);
+  const webhookQueue = sqliteWebhookQueue(db, batches, messages);
   // Reads a page of the file, so a locked or broken database fails the ping.
   const ping = db.prepare('SELECT max(version) FROM schema_migrations');
   return {
@@ -54,6 +58,7 @@ export function openSqliteStore(
     audit,
     idempotency,
     webhooks,
+    webhookEvents,
     webhookQueue,
     migration,
     async ping() {

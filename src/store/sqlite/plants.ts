@@ -77,8 +77,8 @@ type Reads = ReturnType<typeof prepareReads>;
 type Writes = ReturnType<typeof prepareWrites>;
 
 /**
- * Plant writes, each with its webhook messages (`outbox`) in its own savepoint; `wake` is
- * called once a write that added messages has committed.
+ * Plant writes, each with its webhook event (`outbox`) in its own savepoint; `wake` is
+ * called once a write that recorded an event has committed.
  */
 export function sqlitePlants(
   db: Database.Database,
@@ -87,17 +87,17 @@ export function sqlitePlants(
   wake: () => void,
 ): PlantStore {
   const batched = batchedWrites(batches);
-  // Counts the messages a write adds; read only after its batch committed.
+  // Counts the events a write records; read only after its batch committed.
   const write = async <T>(work: (emit: Outbox) => T): Promise<T> => {
-    let messages = 0;
+    let events = 0;
     const value = await batched(() =>
       work((event, plant) => {
-        const added = outbox(event, plant);
-        messages += added;
-        return added;
+        const recorded = outbox(event, plant);
+        events += recorded;
+        return recorded;
       }),
     );
-    if (messages > 0) wake();
+    if (events > 0) wake();
     return value;
   };
   const reads = prepareReads(db);

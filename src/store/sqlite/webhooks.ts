@@ -6,10 +6,10 @@ import type {
   WebhookEndpointChange,
   WebhookEndpointQuery,
 } from '../../core/webhooks/endpoint.js';
-import { plantPayload, type WebhookEvent } from '../../core/webhooks/events.js';
+import { plantPayload, WEBHOOK_EVENTS, type WebhookEvent } from '../../core/webhooks/events.js';
 import { INT64_MIN } from '../../core/int64.js';
 import type { Plant } from '../../core/plant.js';
-import type { WebhookStore } from '../store.js';
+import { WebhookEndpointLimitError, type WebhookStore } from '../store.js';
 import {
   ATTEMPT_COLUMNS,
   type AttemptRow,
@@ -34,6 +34,7 @@ function prepare(db: Database.Database) {
        WHERE endpoint_id = @endpointId ${where} ORDER BY id DESC LIMIT @limit`,
     );
   return {
+    count: db.prepare('SELECT count(*) FROM webhook_endpoints').pluck(),
     insert: db.prepare(
       `INSERT INTO webhook_endpoints (url, events, description, created_at, updated_at, secret)
        VALUES (?, ?, ?, ?, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
@@ -89,8 +90,12 @@ export function sqliteWebhooks(
   const endpoint = (row: unknown): WebhookEndpoint | undefined =>
     row === undefined ? undefined : toEndpoint(row as EndpointRow, sqliteTime);
   return {
-    create: ({ url, events, description, secret, at }: NewWebhookEndpoint) =>
+    // Counted in the write's transaction: SQLite runs one at a time, across processes too.
+    create: ({ url, events, description, secret, at }: NewWebhookEndpoint, maxEndpoints) =>
       write(() => {
+        if (maxEndpoints !== undefined && Number(s.count.get()) >= maxEndpoints) {
+          throw new WebhookEndpointLimitError(maxEndpoints);
+        }
         const ms = at.getTime();
         const row = s.insert.get(url, eventsToText(events), description ?? null, ms, ms, secret);
         return toEndpoint(row as EndpointRow, sqliteTime);
@@ -154,30 +159,33 @@ function deliveryPage(s: Statements, { endpointId, limit, after, status }: Deliv
 }
 
 /**
- * The outbox of plant writes: run inside a write's savepoint, it adds one message per
- * enabled endpoint subscribed to the event, and answers how many it added. Most writes have
- * no subscriber: a look at the endpoints alone answers them, cheaper than an INSERT ...
- * SELECT that finds nothing to insert (it opens the messages table and its four indexes).
- * Both run in the write's transaction, so an endpoint committed before it is seen.
+ * The outbox of plant writes: run inside a write's savepoint, it records the event once,
+ * whatever the number of endpoints, with the highest endpoint id as it stands (see the
+ * migration 0008_webhook_events), and answers how many events it recorded (0 or 1). Most
+ * writes have no subscriber: one entry of the partial index webhook_endpoints_<event> says
+ * so, and nothing is written. The fan-out writes the messages (webhook-events.ts).
  */
 export function sqliteOutbox(db: Database.Database) {
-  const subscribed = db
-    .prepare(
-      `SELECT 1 FROM webhook_endpoints
-       WHERE enabled AND instr(' ' || events || ' ', ' ' || ? || ' ') > 0 LIMIT 1`,
-    )
-    .pluck();
-  const insert = db.prepare(
-    `INSERT INTO webhook_messages
-       (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-     SELECT id, 'msg_' || lower(hex(randomblob(16))), @event, @payload, @at, @at
-     FROM webhook_endpoints
-     WHERE enabled AND instr(' ' || events || ' ', ' ' || @event || ' ') > 0`,
+  // The predicate of each index word for word, the event in it: a bound value would not match.
+  const subscribed = Object.fromEntries(
+    WEBHOOK_EVENTS.map((event) => [
+      event,
+      db
+        .prepare(
+          `SELECT max(id) FROM webhook_endpoints
+           WHERE enabled AND instr(' ' || events || ' ', ' ${event} ') > 0`,
+        )
+        .pluck(),
+    ]),
+  ) as Record<WebhookEvent, Database.Statement>;
+  const record = db.prepare(
+    `INSERT INTO webhook_events (event_type, payload, created_at, endpoint_max)
+     VALUES (@event, @payload, @at, (SELECT max(id) FROM webhook_endpoints))`,
   );
   return (event: WebhookEvent, plant: Plant): number =>
-    subscribed.get(event) === undefined
+    subscribed[event].get() === null
       ? 0
-      : insert.run({ event, payload: plantPayload(plant), at: Date.now() }).changes;
+      : record.run({ event, payload: plantPayload(plant), at: Date.now() }).changes;
 }
 
 export type Outbox = ReturnType<typeof sqliteOutbox>;

@@ -1,0 +1,156 @@
+import assert from 'node:assert/strict';
+import { EventEmitter, once } from 'node:events';
+import { it, type TestContext } from 'node:test';
+import type { Log } from '../../src/core/log.js';
+import { WebhookFanOut } from '../../src/service/webhook-fanout.js';
+import type { FanOutStep, WebhookEvents } from '../../src/store/store.js';
+
+// The fan-out loop against events in memory: what wakes it, how it goes on through a
+// backlog and at what pace, what it does with a failure, and how it stops. The clock that
+// times the batches is the test's; nothing waits for a timer to run out.
+
+const NONE: FanOutStep = { events: 0, finished: 0, messages: 0 };
+const ONE: FanOutStep = { events: 1, finished: 1, messages: 3 };
+
+/** Answers the steps given, in order (a step that is an Error is thrown), then NONE. */
+class MemoryEvents extends EventEmitter implements WebhookEvents {
+  readonly calls: number[] = [];
+  /** Calls whose answer the loop has had (a turn of the event loop after each). */
+  private answered = 0;
+  private readonly subscribers = new Set<() => void>();
+
+  constructor(
+    private readonly steps: (FanOutStep | Error)[],
+    private readonly clock: { ms: number },
+    private readonly msPerStep = 0,
+  ) {
+    super();
+  }
+
+  async fanOut(maxMessages: number): Promise<FanOutStep> {
+    this.calls.push(maxMessages);
+    this.clock.ms += this.msPerStep;
+    const step = this.steps.shift() ?? NONE;
+    setImmediate(() => {
+      this.answered += 1;
+      this.emit('answered');
+    });
+    if (step instanceof Error) throw step;
+    return step;
+  }
+
+  onEvents(listener: () => void): () => void {
+    this.subscribers.add(listener);
+    return () => this.subscribers.delete(listener);
+  }
+
+  /** A write of this process committed an event. */
+  recorded(): void {
+    for (const listener of this.subscribers) listener();
+  }
+
+  /** Resolves once the loop has had the answers of `n` calls of fanOut in all. */
+  async called(n: number): Promise<void> {
+    while (this.answered < n) await once(this, 'answered');
+  }
+}
+
+function start(t: TestContext, events: MemoryEvents, clock: { ms: number }, share = 0.1) {
+  const errors: string[] = [];
+  const log: Log = {
+    error: (_fields, message) => errors.push(message),
+    warn: () => undefined,
+    info: () => undefined,
+  };
+  // A poll that never comes within a test: only wake-ups and backlogs make it fan out.
+  const fanOut = new WebhookFanOut({ events, log, pollMs: 3_600_000, share, now: () => clock.ms });
+  fanOut.start();
+  t.after(() => fanOut.stop());
+  return { fanOut, errors };
+}
+
+it('looks once at the start, then fans out at each event recorded, at most 1,000 messages a time', async (t) => {
+  const clock = { ms: 0 };
+  const events = new MemoryEvents([NONE, NONE], clock);
+  start(t, events, clock);
+  await events.called(1);
+  events.recorded();
+  await events.called(2);
+  assert.deepEqual(events.calls, [1000, 1000]);
+});
+
+it('goes on through a backlog, pausing so that it takes a tenth of the time at most', async (t) => {
+  const clock = { ms: 0 };
+  // Each batch takes 100 ms of the test's clock; a pause moves the clock on as long.
+  const events = new MemoryEvents([ONE, ONE, ONE, NONE], clock, 100);
+  const pauses: number[] = [];
+  const setTimeoutReal = globalThis.setTimeout;
+  t.mock.method(globalThis, 'setTimeout', (callback: () => void, ms: number) => {
+    if (callback.name !== 'fanOutResume') return setTimeoutReal(callback, ms);
+    pauses.push(ms);
+    clock.ms += ms;
+    return setTimeoutReal(callback, 0);
+  });
+  start(t, events, clock);
+  await events.called(4);
+  assert.deepEqual(
+    pauses,
+    [900, 900, 3_600_000],
+    'the first batch spends the 100 ms a burst may take; each after it waits 9 times its time; ' +
+      'then, nothing left, it waits for a wake-up or the poll',
+  );
+});
+
+it('fans out single writes far apart at once, without a pause', async (t) => {
+  const clock = { ms: 0 };
+  const events = new MemoryEvents([NONE, ONE, ONE, NONE], clock, 5);
+  const pauses: number[] = [];
+  const setTimeoutReal = globalThis.setTimeout;
+  t.mock.method(globalThis, 'setTimeout', (callback: () => void, ms: number) => {
+    if (callback.name === 'fanOutResume') pauses.push(ms);
+    return setTimeoutReal(callback, ms);
+  });
+  start(t, events, clock);
+  await events.called(1);
+  clock.ms += 1000;
+  events.recorded();
+  await events.called(4);
+  assert.deepEqual(pauses, [3_600_000, 3_600_000], 'only the waits for a wake-up');
+});
+
+it('a wake-up does not cut a pause short: a flood of writes cannot take its share away', async (t) => {
+  const clock = { ms: 0 };
+  // A batch of 1 s at a share of 1/1000 (a burst of 1 ms): a pause of about 1000 s, which the
+  // test never waits out.
+  const events = new MemoryEvents([ONE], clock, 1000);
+  const { fanOut } = start(t, events, clock, 0.001);
+  await events.called(1);
+  for (let i = 0; i < 5; i++) events.recorded();
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(events.calls.length, 1, 'still pausing');
+  await fanOut.stop();
+  assert.equal(events.calls.length, 1, 'stopped in its pause, without another batch');
+});
+
+it('logs a failure, keeps going, and fans out again at the next wake-up', async (t) => {
+  const clock = { ms: 0 };
+  const events = new MemoryEvents([new Error('connection refused'), ONE, NONE], clock);
+  const { errors } = start(t, events, clock);
+  await events.called(1);
+  assert.deepEqual(errors, [
+    'fanning out webhook events failed; they are kept, and fanned out later',
+  ]);
+  events.recorded();
+  await events.called(3);
+});
+
+it('stops at once when idle, and hears no more wake-ups', async (t) => {
+  const clock = { ms: 0 };
+  const events = new MemoryEvents([], clock);
+  const { fanOut } = start(t, events, clock);
+  await events.called(1);
+  await fanOut.stop();
+  events.recorded();
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(events.calls.length, 1);
+});
