@@ -24,7 +24,9 @@ export const createWebhook = {
     'Creates a webhook endpoint: from now on, every plant change of the events named is ' +
     'POSTed to the URL, signed per Standard Webhooks (see the `webhooks` section). The ' +
     'answer carries the signing secret, shown this once. A URL whose host resolves to a ' +
-    'non-public address is refused (`400`), and so is every connection to one later.',
+    'non-public address is refused (`400`), and so is every connection to one later. A ' +
+    'store has at most 100 endpoints unless its server is started with another limit ' +
+    '(`--webhook-max-endpoints`); past it, `409`.',
   tag: 'webhooks',
   scope: 'webhooks:write',
   query: NoQuery,
@@ -36,7 +38,7 @@ export const createWebhook = {
       headers: ['Location'],
     },
   },
-  errors: ['webhookUrlRefused'],
+  errors: ['webhookUrlRefused', 'webhookLimitReached'],
 } satisfies OperationSpec<undefined, typeof NoQuery, typeof NewWebhookEndpoint>;
 
 export const listWebhooks = {

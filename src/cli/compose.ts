@@ -20,6 +20,8 @@ export interface ComposeOptions extends Omit<AppOptions, keyof AppServices> {
    * of --webhook-allow-networks are added by the caller).
    */
   webhookDestinations?: DestinationCheck;
+  /** Webhook endpoints the store has at most; defaults to DEFAULT_MAX_ENDPOINTS. */
+  webhookMaxEndpoints?: number;
 }
 
 /**
@@ -43,6 +45,7 @@ export function composeApp({
   store,
   rateLimits = DEFAULT_RATE_LIMITS,
   webhookDestinations = destinationCheck(new AddressPolicy(), systemResolve),
+  webhookMaxEndpoints,
   ...options
 }: ComposeOptions): FastifyInstance {
   // Nothing logs while the app is being built, so `app` is set before the first line.
@@ -55,7 +58,7 @@ export function composeApp({
     ...options,
     plants: new PlantService(store.plants, store.idempotency, undefined, log),
     tokens: new TokenService(store.tokens, now && (() => new Date(now())), log),
-    webhooks: new WebhookService(store.webhooks, webhookDestinations),
+    webhooks: new WebhookService(store.webhooks, webhookDestinations, webhookMaxEndpoints),
     rateLimitCounts: counts,
     ready: () => store.ping(),
   });

@@ -158,6 +158,7 @@ function program(): Command {
     .addOption(webhookOptions.allowNetworks())
     .addOption(webhookOptions.disableAfter())
     .addOption(webhookOptions.retention())
+    .addOption(webhookOptions.maxEndpoints())
     .action(async (options: ServeCommandOptions, command: Command) => {
       const timeouts = edgeTimeouts(options);
       if (typeof timeouts === 'string') {
@@ -217,6 +218,7 @@ function program(): Command {
           allowNetworks: options.webhookAllowNetworks,
           disableAfterMs: options.webhookDisableAfter,
           retentionMs: options.webhookRetention,
+          maxEndpoints: options.webhookMaxEndpoints,
         },
       });
     });

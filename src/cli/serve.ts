@@ -87,6 +87,7 @@ export async function serve({
     logger,
     requestLine: pinoRequestLine(logger, destination),
     webhookDestinations: webhookDestinations(webhooks),
+    webhookMaxEndpoints: webhooks.maxEndpoints,
     ...edge,
     ...(measuring && { metrics: measuring.metrics }),
   });

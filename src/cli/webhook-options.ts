@@ -7,7 +7,8 @@ import {
   parseRetrySchedule,
 } from '../core/webhooks/retry-schedule.js';
 import { DISPATCH_DEFAULTS } from '../service/webhook-dispatcher.js';
-import { argument } from './options.js';
+import { DEFAULT_MAX_ENDPOINTS } from '../service/webhook-service.js';
+import { argument, positiveInteger } from './options.js';
 
 /** The `serve` options of webhook delivery, as commander parses them. */
 export interface WebhookCommandOptions {
@@ -16,7 +17,11 @@ export interface WebhookCommandOptions {
   webhookAllowNetworks: Network[];
   webhookDisableAfter: number;
   webhookRetention: number;
+  webhookMaxEndpoints: number;
 }
+
+/** The most --webhook-max-endpoints takes: each event is fanned out to every endpoint. */
+export const WEBHOOK_MAX_ENDPOINTS_LIMIT = 10_000;
 
 export const WEBHOOK_TIMEOUT_MS = 15_000;
 const WEBHOOK_TIMEOUT_MAX_MS = 300_000;
@@ -32,7 +37,7 @@ const bounded = (what: string, min: number, max: number) =>
     return ms;
   });
 
-/** The five options of `serve`, each made anew for the command that takes it. */
+/** The six options of `serve`, each made anew for the command that takes it. */
 export const webhookOptions = {
   timeout: () =>
     new Option(
@@ -74,4 +79,12 @@ export const webhookOptions = {
       .env('PLANTSTORE_WEBHOOK_RETENTION')
       .default(DISPATCH_DEFAULTS.retentionMs, formatDelay(DISPATCH_DEFAULTS.retentionMs))
       .argParser(bounded('--webhook-retention', 60_000, 10 * 365 * 86_400_000)),
+  maxEndpoints: () =>
+    new Option(
+      '--webhook-max-endpoints <n>',
+      'webhook endpoints the store has at most; POST /webhooks past it answers 409 (40904)',
+    )
+      .env('PLANTSTORE_WEBHOOK_MAX_ENDPOINTS')
+      .default(DEFAULT_MAX_ENDPOINTS)
+      .argParser(positiveInteger('webhook endpoints', WEBHOOK_MAX_ENDPOINTS_LIMIT)),
 };

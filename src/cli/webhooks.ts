@@ -16,6 +16,8 @@ export interface WebhookDelivery {
   allowNetworks: readonly Network[];
   disableAfterMs: number;
   retentionMs: number;
+  /** Endpoints the store has at most (subscriptions past it are refused). */
+  maxEndpoints: number;
 }
 
 /** `plantstore/<version>`, the user-agent of every webhook request. */

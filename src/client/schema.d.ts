@@ -76,7 +76,7 @@ export interface paths {
     put?: never;
     /**
      * Subscribe an endpoint to plant changes
-     * @description Creates a webhook endpoint: from now on, every plant change of the events named is POSTed to the URL, signed per Standard Webhooks (see the `webhooks` section). The answer carries the signing secret, shown this once. A URL whose host resolves to a non-public address is refused (`400`), and so is every connection to one later.
+     * @description Creates a webhook endpoint: from now on, every plant change of the events named is POSTed to the URL, signed per Standard Webhooks (see the `webhooks` section). The answer carries the signing secret, shown this once. A URL whose host resolves to a non-public address is refused (`400`), and so is every connection to one later. A store has at most 100 endpoints unless its server is started with another limit (`--webhook-max-endpoints`); past it, `409`.
      */
     post: operations['createWebhook'];
     delete?: never;
@@ -523,6 +523,7 @@ export interface components {
         | 40901
         | 40902
         | 40903
+        | 40904
         | 41201
         | 41301
         | 41501
@@ -2331,6 +2332,22 @@ export interface operations {
        *     - `40801` The request took too long to arrive.
        */
       408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40904` The store has as many webhook endpoints as it allows; delete one first.
+       */
+      409: {
         headers: {
           'X-Request-Id': components['headers']['X-Request-Id'];
           RateLimit: components['headers']['RateLimit'];

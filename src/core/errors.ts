@@ -56,6 +56,10 @@ export const errorCatalogue = {
     code: 40903,
     message: 'A request with this Idempotency-Key is still being answered; retry shortly.',
   },
+  webhookLimitReached: {
+    code: 40904,
+    message: 'The store has as many webhook endpoints as it allows; delete one first.',
+  },
   preconditionFailed: {
     code: 41201,
     message: 'The plant has changed since the ETag given (If-Match); read it again.',

@@ -10,7 +10,7 @@ import {
 } from '../core/webhooks/endpoint.js';
 import type { DestinationCheck } from '../core/webhooks/delivery.js';
 import { DEFAULT_WEBHOOK_EVENTS, type WebhookEvent } from '../core/webhooks/events.js';
-import type { WebhookStore } from '../store/store.js';
+import { WebhookEndpointLimitError, type WebhookStore } from '../store/store.js';
 
 export interface NewSubscription {
   url: string;
@@ -40,12 +40,19 @@ export interface Page<T> {
 /** 32 random bytes, as Standard Webhooks secrets are (24 to 64 allowed). */
 const SECRET_BYTES = 32;
 
+/**
+ * Endpoints a store has at most unless `serve --webhook-max-endpoints` says otherwise: every
+ * event is fanned out to each, so they bound the messages one write makes.
+ */
+export const DEFAULT_MAX_ENDPOINTS = 100;
+
 /** The webhook subscriptions of the API, in terms of the store and the error catalogue. */
 export class WebhookService {
   constructor(
     private readonly store: WebhookStore,
     /** Refuses URLs that are not http(s), carry credentials or resolve to a private address. */
     private readonly checkDestination: DestinationCheck,
+    private readonly maxEndpoints: number = DEFAULT_MAX_ENDPOINTS,
     private readonly now: () => Date = () => new Date(),
     private readonly random: (size: number) => Uint8Array = randomBytes,
   ) {}
@@ -53,13 +60,24 @@ export class WebhookService {
   async create({ url, events, description }: NewSubscription): Promise<WithSecret> {
     await this.check(url);
     const secret = this.newSecret();
-    const endpoint = await this.store.create({
-      url,
-      events: unique(events ?? DEFAULT_WEBHOOK_EVENTS),
-      ...(description !== undefined && { description }),
-      secret,
-      at: this.now(),
-    });
+    const endpoint = await this.store
+      .create(
+        {
+          url,
+          events: unique(events ?? DEFAULT_WEBHOOK_EVENTS),
+          ...(description !== undefined && { description }),
+          secret,
+          at: this.now(),
+        },
+        this.maxEndpoints,
+      )
+      .catch((error: unknown) => {
+        if (!(error instanceof WebhookEndpointLimitError)) throw error;
+        throw new ApiError(
+          'webhookLimitReached',
+          `This store has ${error.max} webhook endpoints, the most it allows; delete one first.`,
+        );
+      });
     return { endpoint, secret };
   }
 

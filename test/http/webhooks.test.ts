@@ -319,6 +319,28 @@ test('rotate-secret shows a new secret once; the old one signs beside it for 24 
   assert.equal(missing.statusCode, 404);
 });
 
+test('past --webhook-max-endpoints, POST /webhooks is 409 (40904) and creates nothing', async (t) => {
+  const app = await setup(t, {
+    webhookDestinations: destinationCheck(new AddressPolicy(), resolve),
+    webhookMaxEndpoints: 2,
+  });
+  const token = await app.newToken(['webhooks:read', 'webhooks:write']);
+  const hook = { url: 'https://hooks.example.com/' };
+  for (let i = 0; i < 2; i++) assert.equal((await subscribe(app, token, hook)).statusCode, 201);
+  const refused = await subscribe(app, token, hook);
+  assert.equal(refused.statusCode, 409, refused.body);
+  assert.match(refused.headers['content-type'] as string, /^application\/json/);
+  assert.deepEqual(body(refused), {
+    error: 40904n,
+    message: 'This store has 2 webhook endpoints, the most it allows; delete one first.',
+  });
+  const listed = body<Endpoint[]>(await app.call({ method: 'GET', url: '/webhooks', token }));
+  assert.equal(listed.length, 2, 'nothing was created');
+  const deleted = await app.call({ method: 'DELETE', url: `/webhooks/${listed[0]!.id}`, token });
+  assert.equal(deleted.statusCode, 204);
+  assert.equal((await subscribe(app, token, hook)).statusCode, 201, 'room again after a delete');
+});
+
 test('the document describes the three messages, the sample key for plant.created', async (t) => {
   const app = await webhookApp(t);
   const doc = JSON.parse((await app.app.inject({ method: 'GET', url: '/openapi.json' })).body) as {

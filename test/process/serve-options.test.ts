@@ -5,8 +5,8 @@ import { createInterface } from 'node:readline';
 import { test, type TestContext } from 'node:test';
 import { cleanEnv, LISTENING, ROOT } from '../helpers/server-process.js';
 
-// The timeout and CORS options of `serve`: bad values are usage errors (exit 2) before
-// anything starts, and the environment variables work like the flags.
+// The timeout, CORS and webhook limit options of `serve`: bad values are usage errors (exit 2)
+// before anything starts, and the environment variables work like the flags.
 
 function serve(args: string[], env: NodeJS.ProcessEnv = {}) {
   return spawn(process.execPath, ['bin/plantstore', 'serve', '--db', ':memory:', ...args], {
@@ -53,6 +53,17 @@ test('malformed --cors-origins are refused with exit 2', async () => {
     assert.match(await refused(['--cors-origins', value]), message, value);
   }
   assert.match(await refused([], { PLANTSTORE_CORS_ORIGINS: 'ftp://x.example' }), /not an origin/);
+});
+
+test('--webhook-max-endpoints takes 1 to 10000, from the flag or the environment', async () => {
+  for (const value of ['0', '10001', '1.5', 'many']) {
+    const message = new RegExp(`"${value}" is not a number of webhook endpoints \\(1 to 10000\\)`);
+    assert.match(await refused(['--webhook-max-endpoints', value]), message, value);
+  }
+  assert.match(
+    await refused([], { PLANTSTORE_WEBHOOK_MAX_ENDPOINTS: '0' }),
+    /from env 'PLANTSTORE_WEBHOOK_MAX_ENDPOINTS' is invalid/,
+  );
 });
 
 async function listening(t: TestContext, env: NodeJS.ProcessEnv): Promise<string> {
