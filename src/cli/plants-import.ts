@@ -27,7 +27,10 @@ export interface ImportSummary {
   /** Created by an earlier run of the same import: its Idempotency-Key was answered before. */
   replayed: number;
   failures: ImportFailure[];
-  /** Why the import stopped before the end of the file (the server could not be reached). */
+  /**
+   * Why the import stopped before the end of the file: the server could not be reached, or
+   * refused the token (401, 403), which every line would meet.
+   */
   stopped?: unknown;
   /** The line it stopped at. */
   stoppedAt?: number;
@@ -104,6 +107,9 @@ async function importLine(
       };
     }
     if (!(error instanceof PlantstoreError)) throw error;
+    // A token the server does not take, or one without plants:write, would fail every line
+    // alike (and, line after line, run into the failed-authentication limit): stop.
+    if (error.status === 401 || error.status === 403) throw error;
     return {
       line,
       status: error.status,

@@ -70,3 +70,15 @@ test('a server that drops a request while it is sent was reached: the import goe
     new RegExp(`^plantstore: ${url} closed the connection before answering \\(.+\\)\\n$`),
   );
 });
+
+test('a token the server refuses stops the import at once', async (t) => {
+  const { dir, env } = await serverWithToken(t);
+  const file = join(dir, 'plants.jsonl');
+  writeFileSync(file, '{"name": "Fern"}\n'.repeat(500));
+  const run = await plants(['import', file], { ...env, PLANTSTORE_TOKEN: 'pst_not_a_token' });
+  assert.equal(run.code, 1);
+  assert.match(run.stderr, /stopped at line \d+: .*\(check --token or PLANTSTORE_TOKEN\)/);
+  const [summary] = run.stderr.split('\n');
+  const failed = Number(/(\d+) failed/.exec(summary!)?.[1]);
+  assert.ok(failed < 10, `stopped within the lines in flight, not after all 500: ${summary}`);
+});
