@@ -36,6 +36,13 @@ function prepare(db: Database.Database) {
        ORDER BY id LIMIT @limit
        RETURNING endpoint_id`,
     ),
+    // Whether the event has a message still to write after the endpoint @after.
+    more: db.prepare(
+      `SELECT 1 FROM webhook_endpoints
+       WHERE id > @after AND id <= @last AND enabled
+         AND instr(' ' || events || ' ', ' ' || @type || ' ') > 0
+       LIMIT 1`,
+    ),
     finish: db.prepare('DELETE FROM webhook_events WHERE id = ?'),
     advance: db.prepare('UPDATE webhook_events SET fanned_to = ? WHERE id = ?'),
   };
@@ -76,22 +83,25 @@ function fanOut(s: Statements, maxMessages: number): FanOutStep {
   let finished = 0;
   for (const event of batch as EventRow[]) {
     if (left === 0) break;
-    const written = s.write.all({
+    const target = {
       type: event.event_type,
-      payload: event.payload,
-      at: event.created_at,
       after: event.fanned_to,
       last: event.endpoint_max,
+    };
+    const written = s.write.all({
+      ...target,
+      payload: event.payload,
+      at: event.created_at,
       limit: left,
     }) as { endpoint_id: bigint }[];
-    if (written.length < left) {
+    const reached = written.reduce(
+      (max, { endpoint_id }) => (endpoint_id > max ? endpoint_id : max),
+      0n,
+    );
+    if (written.length < left || s.more.get({ ...target, after: reached }) === undefined) {
       s.finish.run(event.id);
       finished += 1;
     } else {
-      const reached = written.reduce(
-        (max, { endpoint_id }) => (endpoint_id > max ? endpoint_id : max),
-        0n,
-      );
       s.advance.run(reached, event.id);
     }
     left -= written.length;
