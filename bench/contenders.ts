@@ -5,6 +5,7 @@
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { machineCpu, treeCpuSeconds } from './cpu.js';
+import { endpointArgs, subscribeEndpoints } from './endpoints.js';
 import { CONTENDERS, type ContenderName } from './plan.js';
 import { loopbackPort, type SeededSchema } from './postgres.js';
 import { SqliteKeeper } from './seed.js';
@@ -23,7 +24,8 @@ function sqliteSpec(name: ContenderName, db: string, logLevel: string): ServerSp
     const metrics = 'metrics' in role && role.metrics;
     const outbox = !('outbox' in role) || role.outbox;
     const durability = role.durability ?? 'power';
-    return { kind: 'plantstore', db, durability, logLevel, metrics, outbox };
+    const extraArgs = 'endpoints' in role ? endpointArgs(role.endpoints) : [];
+    return { kind: 'plantstore', db, durability, logLevel, metrics, outbox, extraArgs };
   }
   if (role.kind === 'bare') return { kind: 'bare-sqlite', db };
   return { kind: 'plugins' in role && role.plugins ? 'fastify-plugins' : 'fastify-sqlite', db };
@@ -78,6 +80,8 @@ export async function startSqliteContender(
   starts = 1,
 ): Promise<{ contender: Contender; starts: Start[] }> {
   const spec = sqliteSpec(name, data.file, at.logLevel);
+  const { role } = CONTENDERS[name];
+  if ('endpoints' in role) await subscribeEndpoints({ db: data.file }, role.endpoints);
   const done: Start[] = [];
   let server: Server | undefined;
   for (let i = 0; i < starts; i++) {
@@ -105,9 +109,17 @@ export async function startPostgresContender(
   at: Placement,
 ): Promise<Contender> {
   const { role } = CONTENDERS[name];
+  const endpoints = 'endpoints' in role ? role.endpoints : 0;
+  await subscribeEndpoints({ db: '', databaseUrl: schema.url }, endpoints);
   const spec: ServerSpec =
     role.kind === 'plantstore'
-      ? { kind: 'plantstore', databaseUrl: schema.url, durability: 'power', logLevel: at.logLevel }
+      ? {
+          kind: 'plantstore',
+          databaseUrl: schema.url,
+          durability: 'power',
+          logLevel: at.logLevel,
+          ...(endpoints > 0 && { extraArgs: endpointArgs(endpoints) }),
+        }
       : { kind: 'bare-postgres', databaseUrl: schema.url };
   const server = await startServer(name, spec, at.serverCores);
   const pgPort = loopbackPort(schema.url);

@@ -12,6 +12,7 @@ import {
   startSqliteContender,
 } from './contenders.js';
 import { peakRssMb } from './cpu.js';
+import { closeBlackHole } from './endpoints.js';
 import { fsyncP50ms } from './fsync.js';
 import { type GroupResult, runGroup } from './group.js';
 import { CONTENDERS, type ContenderName, DATA_SETS, type DataSet, type GroupPlan } from './plan.js';
@@ -99,6 +100,8 @@ function recordRss(live: Map<string, Contender>, facts: Facts): void {
 }
 
 async function stopAll(live: Map<string, Contender>): Promise<void> {
+  // The attempts waiting on the endpoints' address fail at once, so no server waits for them.
+  await closeBlackHole();
   await Promise.all([...live.values()].map((c) => stop(c.server)));
   for (const c of live.values()) await c.keeper.close();
 }

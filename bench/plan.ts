@@ -97,6 +97,24 @@ export const CONTENDERS = {
     role: { kind: 'bare', database: 'postgres' },
     data: 'postgres-client-ids',
   },
+  // Creates with webhook endpoints subscribed, beside the same server with none (10k plants:
+  // the size is not what these rows are about).
+  'plantstore power 10k, 1 endpoint': {
+    role: { kind: 'plantstore', database: 'sqlite', durability: 'power', endpoints: 1 },
+    data: 'sqlite-small',
+  },
+  'plantstore power 10k, 1000 endpoints': {
+    role: { kind: 'plantstore', database: 'sqlite', durability: 'power', endpoints: 1000 },
+    data: 'sqlite-small',
+  },
+  'plantstore postgres 10k, 1 endpoint': {
+    role: { kind: 'plantstore', database: 'postgres', durability: 'power', endpoints: 1 },
+    data: 'postgres-small',
+  },
+  'plantstore postgres 10k, 1000 endpoints': {
+    role: { kind: 'plantstore', database: 'postgres', durability: 'power', endpoints: 1000 },
+    data: 'postgres-small',
+  },
 } as const satisfies Record<string, ContenderPlan>;
 
 export type ContenderName = keyof typeof CONTENDERS;
@@ -185,6 +203,9 @@ export function fullPlan(connections: number): GroupPlan[] {
     const row: RowPlan = { subject: 'plantstore power 10k', yardstick: 'fastify 10k' };
     groups.push(group('sqlite-small', scenario, connections, [row]));
   }
+  groups.push(
+    group('sqlite-small', 'postEndpoints', connections, endpointRows('plantstore power 10k')),
+  );
   // Creates without an id after clients took many ids above the counter (issue 22).
   groups.push(
     group('sqlite-client-ids', 'post', connections, [
@@ -204,7 +225,24 @@ export function fullPlan(connections: number): GroupPlan[] {
       { subject: 'plantstore postgres client ids', yardstick: 'bare postgres client ids' },
     ]),
   );
+  groups.push(
+    group('postgres-small', 'postEndpoints', connections, endpointRows('plantstore postgres 10k')),
+  );
   return groups;
+}
+
+/**
+ * Creates with 1 and with 1,000 endpoints subscribed against the same server with none, and
+ * 1,000 against 1: a write's cost must not grow with the endpoints (the endpoint flood).
+ */
+function endpointRows(none: 'plantstore power 10k' | 'plantstore postgres 10k'): RowPlan[] {
+  const one = `${none}, 1 endpoint` as const;
+  const thousand = `${none}, 1000 endpoints` as const;
+  return [
+    { subject: one, yardstick: none },
+    { subject: thousand, yardstick: none },
+    { subject: thousand, yardstick: one },
+  ];
 }
 
 /** The groups whose id contains one of `only` (all of them when `only` is empty). */

@@ -147,6 +147,12 @@ export class PostgresKeeper implements Keeper {
     ]);
   }
 
+  async clearOutbox(): Promise<void> {
+    await this.client.query(
+      'DELETE FROM webhook_attempts; DELETE FROM webhook_messages; DELETE FROM webhook_events;',
+    );
+  }
+
   /** The schema is dropped by SeededSchema.drop, which closes the client. */
   async close(): Promise<void> {}
 

@@ -25,7 +25,7 @@ export interface Scenario {
   probe: { method: string; path: (plants: number) => string; body?: string };
 }
 
-export type ScenarioId = 'delete' | 'post' | 'getOne' | 'list' | 'tagList';
+export type ScenarioId = 'delete' | 'post' | 'postEndpoints' | 'getOne' | 'list' | 'tagList';
 
 const POST_BODY = '{"name":"Bench plant","tag":"shade"}';
 
@@ -52,6 +52,19 @@ async function trimCreated(c: Contender): Promise<() => Promise<void>> {
   return trim;
 }
 
+/**
+ * With endpoints subscribed, the turn's events and messages go too: the fan-out's backlog
+ * would otherwise go on working while the other servers are measured.
+ */
+async function trimCreatedAndOutbox(c: Contender): Promise<() => Promise<void>> {
+  const trim = async () => {
+    await c.keeper.trim(c.plants);
+    await c.keeper.clearOutbox();
+  };
+  await trim();
+  return trim;
+}
+
 export const SCENARIOS: Record<ScenarioId, Scenario> = {
   delete: {
     label: 'DELETE /plants/{id}',
@@ -67,6 +80,15 @@ export const SCENARIOS: Record<ScenarioId, Scenario> = {
     load: { mode: 'static', method: 'POST', path: '/plants', body: POST_BODY },
     writes: true,
     restore: trimCreated,
+    probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
+  },
+  // The same creates, on servers with 0, 1 or 1,000 webhook endpoints subscribed (endpoints.ts).
+  postEndpoints: {
+    label: 'POST /plants, webhook endpoints subscribed',
+    expected: 201,
+    load: { mode: 'static', method: 'POST', path: '/plants', body: POST_BODY },
+    writes: true,
+    restore: trimCreatedAndOutbox,
     probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
   },
   getOne: {

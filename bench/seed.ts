@@ -107,6 +107,8 @@ export interface Keeper {
   refill(from: number, to: number): Promise<void>;
   /** Deletes the plants with an id above `plants`, but those clients chose in the seed. */
   trim(plants: number): Promise<void>;
+  /** Deletes every webhook event, message and attempt: what the writes of a turn made. */
+  clearOutbox(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -139,6 +141,13 @@ export class SqliteKeeper implements Keeper {
 
   async trim(plants: number): Promise<void> {
     this.remove.run({ plants, last: clientIdsAbove(plants, this.clientIds).last });
+    this.checkpoint();
+  }
+
+  async clearOutbox(): Promise<void> {
+    this.db.exec(
+      'DELETE FROM webhook_attempts; DELETE FROM webhook_messages; DELETE FROM webhook_events;',
+    );
     this.checkpoint();
   }
 

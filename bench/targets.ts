@@ -149,6 +149,42 @@ function sizeChecks(rows: Row[], facts: Facts): Check[] {
   ].map((f) => flatCheck(rows, f));
 }
 
+/**
+ * Creates with webhook endpoints subscribed (the endpoint flood: 5,000 endpoints made creates
+ * 300 times slower): with 1 and with 1,000 within 10% of none, and 1,000 within 10% of 1, in
+ * req/s and in CPU per request, on each database. Each row's ratios are the median of its
+ * rounds, the servers measured in the same rounds.
+ */
+function endpointChecks(rows: Row[]): Check[] {
+  const out: Check[] = [];
+  const databases = [
+    ['plantstore power 10k', 'SQLite, power durability'],
+    ['plantstore postgres 10k', 'PostgreSQL'],
+  ] as const;
+  for (const [none, conditions] of databases) {
+    const pairs = [
+      [`${none}, 1 endpoint`, none, '1 endpoint within 10% of none'],
+      [`${none}, 1000 endpoints`, none, '1,000 endpoints within 10% of none'],
+      [`${none}, 1000 endpoints`, `${none}, 1 endpoint`, '1,000 endpoints within 10% of 1'],
+    ];
+    for (const [subject, yardstick, what] of pairs) {
+      const row = find(rows, 'postEndpoints', subject!, 64, yardstick);
+      const target = `POST /plants (${conditions}, 64 connections), webhook endpoints subscribed: ${what} (req/s and CPU per request)`;
+      if (row === undefined) {
+        out.push({ target, measured: 'not measured', met: undefined });
+        continue;
+      }
+      const { rps, cpu, spread } = row.ratios;
+      out.push({
+        target,
+        measured: `req/s ${x(rps)}${rounds(spread.rps)}, CPU ${x(cpu)}${rounds(spread.cpu)}`,
+        met: Math.abs(rps - 1) <= 0.1 && Math.abs(cpu - 1) <= 0.1,
+      });
+    }
+  }
+  return out;
+}
+
 function fsyncChecks(rows: Row[], facts: Facts): Check[] {
   return (['delete', 'post'] as const).map((scenario) => {
     const row = find(rows, scenario, 'plantstore power', 1);
@@ -365,6 +401,7 @@ export function checks(rows: Row[], facts: Facts): Check[] {
     ),
     ...p99Checks(rows, ['plantstore postgres'], 'bare postgres', 'bare pg'),
     ...sizeChecks(rows, facts),
+    ...endpointChecks(rows),
     ...processChecks(facts),
     ...fsyncChecks(rows, facts),
     ...webhookChecks(facts.webhooks),

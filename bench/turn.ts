@@ -22,6 +22,8 @@ export interface Role {
   outbox?: boolean;
   /** A Fastify yardstick with Fastify's own logger and plugins (yardsticks/fastify-plugins.ts). */
   plugins?: boolean;
+  /** plantstore with this many webhook endpoints subscribed to plant.created (endpoints.ts). */
+  endpoints?: number;
 }
 
 /** A live server in the harness: where it runs, its data, and where its DELETE walk is. */

@@ -114,6 +114,9 @@ async function deliveryRate(ctx: PhaseContext, messages: number) {
     );
     await Promise.all(batch);
   }
+  // The writer's fan-out writes the messages after the writes: all of them before it stops,
+  // so that the sender's span is sending alone.
+  await fannedOut(db);
   await stop(writer);
   const sqlite = new Database(db);
   sqlite.prepare('UPDATE webhook_messages SET next_attempt_at = 0, lease_until = NULL').run();
@@ -145,6 +148,17 @@ async function deliveryRate(ctx: PhaseContext, messages: number) {
       ? undefined
       : ((cpuAfter - cpuBefore) * 1e6) / messages;
   return { deliveriesPerSecond: messages / seconds, cpuUsPerDelivery };
+}
+
+/** Resolves once no webhook event waits to be fanned out in the SQLite database `db`. */
+async function fannedOut(db: string): Promise<void> {
+  const sqlite = new Database(db, { readonly: true });
+  try {
+    const waiting = sqlite.prepare('SELECT count(*) FROM webhook_events').pluck();
+    while ((waiting.get() as number) > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  } finally {
+    sqlite.close();
+  }
 }
 
 /** `count` writes one at a time, each waiting for its message: the median delay. */

@@ -149,6 +149,36 @@ describe('checks', () => {
     );
   });
 
+  it('holds creates with endpoints subscribed within 10% of each other, both ways', () => {
+    const spread = { rps: [0.9, 1.1], cpu: [0.9, 1.1] } as Row['ratios']['spread'];
+    const pair = (subject: string, yardstick: string, rps: number, cpu: number) =>
+      row({
+        scenario: 'postEndpoints',
+        subject: { ...busy, name: subject },
+        yardstick: { ...busy, name: yardstick },
+        ratios: { rps, cpu, p99: 1, spread },
+      });
+    const none = 'plantstore power 10k';
+    const verdicts = checks(
+      [
+        pair(`${none}, 1 endpoint`, none, 0.95, 1.02),
+        pair(`${none}, 1000 endpoints`, none, 0.89, 1),
+        pair(`${none}, 1000 endpoints`, `${none}, 1 endpoint`, 1.05, 1.11),
+      ],
+      facts,
+    ).filter((c) => c.target.includes('webhook endpoints subscribed'));
+    assert.deepEqual(
+      verdicts.map((c) => c.met),
+      [true, false, false, undefined, undefined, undefined],
+      'SQLite: 1 met, 1,000 at 0.89 in req/s missed, 1,000 ÷ 1 at 1.11 in CPU missed',
+    );
+    assert.equal(
+      verdicts[1]!.target,
+      'POST /plants (SQLite, power durability, 64 connections), webhook endpoints subscribed: ' +
+        '1,000 endpoints within 10% of none (req/s and CPU per request)',
+    );
+  });
+
   it('holds imports on the large store to the small one, and after ids to the fresh store', () => {
     const run = (plants: number, kind: ImportKind, linesPerSecond: number): ImportRun => ({
       database: 'SQLite',
@@ -301,6 +331,30 @@ describe('the plan', () => {
       'postgres-small/post/64',
       'postgres-small/tagList/64',
       'postgres-client-ids/post/64',
+      'postgres-small/postEndpoints/64',
     ]);
+  });
+
+  it('has creates with 0, 1 and 1,000 endpoints subscribed, in one group on each database', () => {
+    for (const none of ['plantstore power 10k', 'plantstore postgres 10k'] as const) {
+      const group = fullPlan(64).find(
+        (g) => g.scenario === 'postEndpoints' && g.contenders.includes(none),
+      );
+      assert.deepEqual(
+        group?.rows.map((r) => [r.subject, r.yardstick]),
+        [
+          [`${none}, 1 endpoint`, none],
+          [`${none}, 1000 endpoints`, none],
+          [`${none}, 1000 endpoints`, `${none}, 1 endpoint`],
+        ],
+      );
+      assert.deepEqual(
+        group?.contenders.map((name) => {
+          const { role } = CONTENDERS[name];
+          return 'endpoints' in role ? role.endpoints : 0;
+        }),
+        [1, 0, 1000],
+      );
+    }
   });
 });

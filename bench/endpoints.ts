@@ -1,0 +1,73 @@
+/**
+ * The rows of creates with webhook endpoints subscribed (0, 1 and 1,000): what a write costs
+ * with them, not what delivering costs. The endpoints are plantstore's own (created by its
+ * store code before the server starts), all subscribed to `plant.created`, all at one address
+ * in this harness that takes connections and never answers: each attempt waits out its
+ * timeout, so the dispatcher has at most 64 in flight and does next to nothing, while every
+ * create records its event and the fan-out writes its messages, as on a store in use.
+ */
+import { createServer, type Server, type Socket } from 'node:net';
+import { once } from 'node:events';
+import { openStore, type StoreConfig } from '../src/store/open.js';
+
+let hole: { server: Server; sockets: Set<Socket>; url: string } | undefined;
+
+/** The address of the endpoints: started on first use, on loopback. */
+export async function blackHole(): Promise<string> {
+  if (hole !== undefined) return hole.url;
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    socket.resume();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  hole = { server, sockets, url: `http://127.0.0.1:${port}/hooks` };
+  return hole.url;
+}
+
+/**
+ * Closes the address and the attempts waiting on it, which then fail at once: a server
+ * stopping afterwards has no attempt to wait for (its shutdown grace is 10 s).
+ */
+export async function closeBlackHole(): Promise<void> {
+  if (hole === undefined) return;
+  const { server, sockets } = hole;
+  hole = undefined;
+  for (const socket of sockets) socket.destroy();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+/** The `serve` options of a server with `endpoints` subscribed. */
+export function endpointArgs(endpoints: number): string[] {
+  return [
+    '--webhook-allow-networks',
+    '127.0.0.0/8',
+    '--webhook-max-endpoints',
+    String(Math.max(endpoints, 100)),
+  ];
+}
+
+/** Subscribes `count` endpoints to `plant.created` on the database of `config`. */
+export async function subscribeEndpoints(config: StoreConfig, count: number): Promise<void> {
+  if (count === 0) return;
+  const url = await blackHole();
+  const store = await openStore({ ...config, durability: 'process' });
+  try {
+    for (let i = 0; i < count; i++) {
+      await store.webhooks.create({
+        url,
+        events: ['plant.created'],
+        description: `bench ${i + 1}`,
+        secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw6Fp2s5D+bSY=',
+        at: new Date(),
+      });
+    }
+  } finally {
+    await store.close();
+  }
+}
