@@ -7,43 +7,47 @@ import { batchedWrites } from './query.js';
 // The fan-out of recorded events into messages (see WebhookEvents), in one write of the
 // group commit: SQLite runs one write transaction at a time across every process on the
 // file, so no two fan-outs take the same event, and a fan-out's messages and the deletion of
-// its events commit together.
+// its events commit together. The events whose messages all fit are written by one
+// statement and deleted by another, whatever their number; only the one cut off by the
+// bound is written alone.
+
+/** Whether the enabled endpoint `e` subscribes to the event `ev` and follows its write. */
+const TARGET = `e.id > ev.fanned_to AND e.id <= ev.endpoint_max AND e.enabled
+  AND instr(' ' || e.events || ' ', ' ' || ev.event_type || ' ') > 0`;
 
 interface EventRow {
   id: bigint;
-  event_type: string;
-  payload: string;
-  created_at: bigint;
-  endpoint_max: bigint;
-  fanned_to: bigint;
+  /** Messages it has still to get. */
+  targets: bigint;
 }
 
 function prepare(db: Database.Database) {
   return {
     enabled: db.prepare('SELECT count(*) FROM webhook_endpoints WHERE enabled').pluck(),
     oldest: db.prepare(
-      `SELECT id, event_type, payload, created_at, endpoint_max, fanned_to FROM webhook_events
-       ORDER BY id LIMIT ?`,
+      `SELECT ev.id, (SELECT count(*) FROM webhook_endpoints e WHERE ${TARGET}) AS targets
+       FROM webhook_events ev ORDER BY ev.id LIMIT ?`,
     ),
-    // The event's messages to the endpoints after `fanned_to`, in id order, at most @limit.
-    write: db.prepare(
+    // The messages of every event up to @last (the oldest, whose messages all fit).
+    writeAll: db.prepare(
       `INSERT INTO webhook_messages
          (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-       SELECT id, 'msg_' || lower(hex(randomblob(16))), @type, @payload, @at, @at
-       FROM webhook_endpoints
-       WHERE id > @after AND id <= @last AND enabled
-         AND instr(' ' || events || ' ', ' ' || @type || ' ') > 0
-       ORDER BY id LIMIT @limit
+       SELECT e.id, 'msg_' || lower(hex(randomblob(16))), ev.event_type, ev.payload,
+         ev.created_at, ev.created_at
+       FROM webhook_events ev JOIN webhook_endpoints e ON ${TARGET}
+       WHERE ev.id <= @last ORDER BY ev.id, e.id`,
+    ),
+    finishAll: db.prepare('DELETE FROM webhook_events WHERE id <= ?'),
+    // The first @limit messages still to write of the event @id, in endpoint order.
+    writeSome: db.prepare(
+      `INSERT INTO webhook_messages
+         (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
+       SELECT e.id, 'msg_' || lower(hex(randomblob(16))), ev.event_type, ev.payload,
+         ev.created_at, ev.created_at
+       FROM webhook_events ev JOIN webhook_endpoints e ON ${TARGET}
+       WHERE ev.id = @id ORDER BY e.id LIMIT @limit
        RETURNING endpoint_id`,
     ),
-    // Whether the event has a message still to write after the endpoint @after.
-    more: db.prepare(
-      `SELECT 1 FROM webhook_endpoints
-       WHERE id > @after AND id <= @last AND enabled
-         AND instr(' ' || events || ' ', ' ' || @type || ' ') > 0
-       LIMIT 1`,
-    ),
-    finish: db.prepare('DELETE FROM webhook_events WHERE id = ?'),
     advance: db.prepare('UPDATE webhook_events SET fanned_to = ? WHERE id = ?'),
   };
 }
@@ -73,38 +77,35 @@ export function sqliteWebhookEvents(
 }
 
 /**
- * The oldest events, as many as `maxMessages` allow if every enabled endpoint took each,
- * each written until `maxMessages` are: an event cut off keeps where its messages reached.
+ * The oldest events, as many as `maxMessages` allow if every enabled endpoint took each: those
+ * whose messages all fit in `maxMessages`, in id order, then the next one cut off where they
+ * are spent (it keeps where its messages reached).
  */
 function fanOut(s: Statements, maxMessages: number): FanOutStep {
   const enabled = Number(s.enabled.get() as bigint);
-  const batch = s.oldest.all(Math.max(1, Math.floor(maxMessages / Math.max(1, enabled))));
+  const batch = s.oldest.all(
+    Math.max(1, Math.floor(maxMessages / Math.max(1, enabled))),
+  ) as EventRow[];
   let left = maxMessages;
-  let finished = 0;
-  for (const event of batch as EventRow[]) {
-    if (left === 0) break;
-    const target = {
-      type: event.event_type,
-      after: event.fanned_to,
-      last: event.endpoint_max,
-    };
-    const written = s.write.all({
-      ...target,
-      payload: event.payload,
-      at: event.created_at,
-      limit: left,
-    }) as { endpoint_id: bigint }[];
+  let whole = 0;
+  while (whole < batch.length && Number(batch[whole]!.targets) <= left) {
+    left -= Number(batch[whole]!.targets);
+    whole += 1;
+  }
+  if (whole > 0) {
+    const last = batch[whole - 1]!.id;
+    s.writeAll.run({ last });
+    s.finishAll.run(last);
+  }
+  const cut = batch[whole];
+  if (cut !== undefined && left > 0) {
+    const written = s.writeSome.all({ id: cut.id, limit: left }) as { endpoint_id: bigint }[];
     const reached = written.reduce(
       (max, { endpoint_id }) => (endpoint_id > max ? endpoint_id : max),
       0n,
     );
-    if (written.length < left || s.more.get({ ...target, after: reached }) === undefined) {
-      s.finish.run(event.id);
-      finished += 1;
-    } else {
-      s.advance.run(reached, event.id);
-    }
+    s.advance.run(reached, cut.id);
     left -= written.length;
   }
-  return { events: batch.length, finished, messages: maxMessages - left };
+  return { events: batch.length, finished: whole, messages: maxMessages - left };
 }
