@@ -15,6 +15,13 @@ import { batchedWrites } from './query.js';
 const TARGET = `e.id > ev.fanned_to AND e.id <= ev.endpoint_max AND e.enabled
   AND instr(' ' || e.events || ' ', ' ' || ev.event_type || ' ') > 0`;
 
+/** The messages of the events a WHERE clause on `ev` picks, one per endpoint `e` it targets. */
+const WRITE_MESSAGES = `INSERT INTO webhook_messages
+    (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
+  SELECT e.id, 'msg_' || lower(hex(randomblob(16))), ev.event_type, ev.payload,
+    ev.created_at, ev.created_at
+  FROM webhook_events ev JOIN webhook_endpoints e ON ${TARGET}`;
+
 interface EventRow {
   id: bigint;
   /** Messages it has still to get. */
@@ -29,24 +36,11 @@ function prepare(db: Database.Database) {
        FROM webhook_events ev ORDER BY ev.id LIMIT ?`,
     ),
     // The messages of every event up to @last (the oldest, whose messages all fit).
-    writeAll: db.prepare(
-      `INSERT INTO webhook_messages
-         (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-       SELECT e.id, 'msg_' || lower(hex(randomblob(16))), ev.event_type, ev.payload,
-         ev.created_at, ev.created_at
-       FROM webhook_events ev JOIN webhook_endpoints e ON ${TARGET}
-       WHERE ev.id <= @last ORDER BY ev.id, e.id`,
-    ),
+    writeAll: db.prepare(`${WRITE_MESSAGES} WHERE ev.id <= @last ORDER BY ev.id, e.id`),
     finishAll: db.prepare('DELETE FROM webhook_events WHERE id <= ?'),
     // The first @limit messages still to write of the event @id, in endpoint order.
     writeSome: db.prepare(
-      `INSERT INTO webhook_messages
-         (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-       SELECT e.id, 'msg_' || lower(hex(randomblob(16))), ev.event_type, ev.payload,
-         ev.created_at, ev.created_at
-       FROM webhook_events ev JOIN webhook_endpoints e ON ${TARGET}
-       WHERE ev.id = @id ORDER BY e.id LIMIT @limit
-       RETURNING endpoint_id`,
+      `${WRITE_MESSAGES} WHERE ev.id = @id ORDER BY e.id LIMIT @limit RETURNING endpoint_id`,
     ),
     advance: db.prepare('UPDATE webhook_events SET fanned_to = ? WHERE id = ?'),
   };
