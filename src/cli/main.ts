@@ -4,6 +4,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { CorsOrigins } from '../api/cors-origins.js';
 import { DEFAULT_RATE_LIMITS, type RateLimit } from '../core/rate-limit.js';
 import { MAX_CONNECTIONS } from '../api/limits.js';
+import type { ProcessControl } from '../server/process-control.js';
 import type { Durability } from '../store/store.js';
 import {
   auditRetentionOption,
@@ -49,6 +50,15 @@ interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions, WebhookCo
   metricsHost: string;
   auditRetention?: number;
 }
+
+/** The server runtime stops and exits through this: only the CLI touches the process. */
+const processControl: ProcessControl = {
+  onStopSignal(stop) {
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  },
+  exit: (code) => process.exit(code),
+};
 
 /** The package's version: the one the served OpenAPI document declares too (a test holds them equal). */
 const VERSION = (
@@ -182,45 +192,51 @@ function program(): Command {
           ? undefined
           : { host: options.metricsHost, port: options.metricsPort };
       if (options.workers > 1 && cluster.isPrimary) {
-        const { runPrimary } = await import('./cluster.js');
-        await runPrimary({
-          workers: options.workers,
-          store,
-          databaseName: databaseName(options, command),
-          logLevel: options.logLevel,
-          shutdownGraceMs: timeouts.shutdownGraceMs,
-          ...(metricsListen && { metrics: metricsListen }),
-        });
+        const { runPrimary } = await import('../server/cluster.js');
+        await runPrimary(
+          {
+            workers: options.workers,
+            store,
+            databaseName: databaseName(options, command),
+            logLevel: options.logLevel,
+            shutdownGraceMs: timeouts.shutdownGraceMs,
+            ...(metricsListen && { metrics: metricsListen }),
+          },
+          processControl,
+        );
         return;
       }
       // Loaded here so that token commands do not pay for the HTTP stack.
-      const { serve } = await import('./serve.js');
-      await serve({
-        host: options.host,
-        port: options.port,
-        store,
-        databaseName: databaseName(options, command),
-        logLevel: options.logLevel,
-        maxConnections: options.maxConnections,
-        ...timeouts,
-        ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
-        rateLimits: {
-          perToken: options.rateLimit || null,
-          authFailures: options.authFailureLimit || null,
+      const { serve } = await import('../server/serve.js');
+      await serve(
+        {
+          host: options.host,
+          port: options.port,
+          store,
+          databaseName: databaseName(options, command),
+          logLevel: options.logLevel,
+          maxConnections: options.maxConnections,
+          ...timeouts,
+          ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
+          rateLimits: {
+            perToken: options.rateLimit || null,
+            authFailures: options.authFailureLimit || null,
+          },
+          trustProxy: options.trustProxy,
+          ...(options.auditRetention !== undefined && { auditRetentionMs: options.auditRetention }),
+          // A --workers worker reports to the primary, which alone listens.
+          ...(metricsListen && { metrics: cluster.isWorker ? 'to-primary' : metricsListen }),
+          webhooks: {
+            timeoutMs: options.webhookTimeout,
+            retryScheduleMs: options.webhookRetrySchedule,
+            allowNetworks: options.webhookAllowNetworks,
+            disableAfterMs: options.webhookDisableAfter,
+            retentionMs: options.webhookRetention,
+            maxEndpoints: options.webhookMaxEndpoints,
+          },
         },
-        trustProxy: options.trustProxy,
-        ...(options.auditRetention !== undefined && { auditRetentionMs: options.auditRetention }),
-        // A --workers worker reports to the primary, which alone listens.
-        ...(metricsListen && { metrics: cluster.isWorker ? 'to-primary' : metricsListen }),
-        webhooks: {
-          timeoutMs: options.webhookTimeout,
-          retryScheduleMs: options.webhookRetrySchedule,
-          allowNetworks: options.webhookAllowNetworks,
-          disableAfterMs: options.webhookDisableAfter,
-          retentionMs: options.webhookRetention,
-          maxEndpoints: options.webhookMaxEndpoints,
-        },
-      });
+        processControl,
+      );
     });
 
   root

@@ -37,7 +37,7 @@ import { webhookRoutes } from './routes/webhooks/index.js';
 import { systemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 
-/** What the app serves with, built by its caller (src/cli/compose.ts). */
+/** What the app serves with, built by its caller (src/server/compose.ts). */
 export interface AppServices {
   plants: PlantService;
   webhooks: WebhookService;
@@ -69,7 +69,7 @@ export interface AppOptions extends AppServices {
    */
   trustProxy?: string | false;
   /**
-   * The clock of the rate limits, in Unix milliseconds (tests); cli/compose.ts gives it to
+   * The clock of the rate limits, in Unix milliseconds (tests); server/compose.ts gives it to
    * the token checks too.
    */
   now?: () => number;
@@ -100,8 +100,8 @@ function requestId(request: IncomingMessage): string {
 
 /**
  * Builds the HTTP application around the services. Does no I/O itself: the caller opens
- * the store, builds the services, listens and closes (see src/cli/compose.ts and
- * src/cli/serve.ts); tests use `inject` instead.
+ * the store, builds the services, listens and closes (see src/server/compose.ts and
+ * src/server/serve.ts); tests use `inject` instead.
  */
 export function buildApp({
   plants,

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { describe, type TestContext } from 'node:test';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Scope } from '../../src/core/scopes.js';
-import { type ComposeOptions, composeApp } from '../../src/cli/compose.js';
+import { type ComposeOptions, composeApp } from '../../src/server/compose.js';
 import { parseJson } from '../../src/api/json.js';
 import { TokenService } from '../../src/service/token-service.js';
 import type { Store } from '../../src/store/store.js';

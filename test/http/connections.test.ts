@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { composeApp } from '../../src/cli/compose.js';
+import { composeApp } from '../../src/server/compose.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { makeTempDir } from '../helpers/setup.js';
 

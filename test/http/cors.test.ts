@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
-import { composeApp } from '../../src/cli/compose.js';
+import { composeApp } from '../../src/server/compose.js';
 import type { CorsOrigins } from '../../src/api/cors-origins.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { composeApp } from '../../src/cli/compose.js';
+import { composeApp } from '../../src/server/compose.js';
 import { body, setup } from '../helpers/setup.js';
 
 test('an unexpected failure is a 500 Error body that reveals nothing internal', async (t) => {

@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { test } from 'node:test';
 import type { InjectOptions } from 'fastify';
-import { composeApp } from '../../src/cli/compose.js';
+import { composeApp } from '../../src/server/compose.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { makeTempDir } from '../helpers/setup.js';

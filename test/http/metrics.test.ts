@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import client from 'prom-client';
-import { prometheusMetrics } from '../../src/cli/metrics.js';
+import { prometheusMetrics } from '../../src/server/metrics.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';

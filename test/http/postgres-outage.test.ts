@@ -4,7 +4,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { errorCatalogue } from '../../src/core/errors.js';
-import { composeApp } from '../../src/cli/compose.js';
+import { composeApp } from '../../src/server/compose.js';
 import { READINESS_TIMEOUT_MS } from '../../src/http/routes/system.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';

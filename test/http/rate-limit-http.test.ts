@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { parseList } from 'structured-headers';
 import type { RateLimitOptions } from '../../src/core/rate-limit.js';
-import type { ComposeOptions } from '../../src/cli/compose.js';
+import type { ComposeOptions } from '../../src/server/compose.js';
 import { StoreUnavailableError, type TokenStore } from '../../src/store/store.js';
 import { body, type Call, forEachBackend, type Setup, setup } from '../helpers/setup.js';
 

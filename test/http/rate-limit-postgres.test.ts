@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { composeApp } from '../../src/cli/compose.js';
+import { composeApp } from '../../src/server/compose.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
 import type { RateLimitStore } from '../../src/store/store.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { composeApp } from '../../src/cli/compose.js';
+import { composeApp } from '../../src/server/compose.js';
 import { body, setup } from '../helpers/setup.js';
 
 // Routing, operational endpoints, request ids and errors of the HTTP parser

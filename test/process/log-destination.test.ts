@@ -12,7 +12,7 @@ const LINES = 500;
 function logThenEnd(how: 'exit' | 'throw' | 'reject'): Promise<{ stdout: string; code: number }> {
   const script = `
     import pino from 'pino';
-    import { stdoutLogDestination } from './src/cli/log-destination.ts';
+    import { stdoutLogDestination } from './src/server/log-destination.ts';
     const logger = pino({ base: null }, stdoutLogDestination());
     for (let i = 0; i < ${LINES}; i++) logger.info({ i }, 'line');
     if (${JSON.stringify(how)} === 'exit') process.exit(3);

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { cli, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
-// serve writes request lines itself (src/cli/request-line.ts): the line of a real request
+// serve writes request lines itself (src/server/request-line.ts): the line of a real request
 // has every field, with the request's values.
 
 test("serve's line of a request has every field, with the request's values", async (t) => {

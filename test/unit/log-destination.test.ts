@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pino from 'pino';
-import { type LineSink, TurnBatchedDestination } from '../../src/cli/log-destination.js';
+import { type LineSink, TurnBatchedDestination } from '../../src/server/log-destination.js';
 
 // The server's log destination: the lines of one turn of the event loop in one write.
 

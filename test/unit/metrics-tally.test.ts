@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import client from 'prom-client';
-import { prometheusMetrics } from '../../src/cli/metrics.js';
+import { prometheusMetrics } from '../../src/server/metrics.js';
 
 // Requests are counted outside prom-client and handed to it at scrape time: the text must be
 // what prom-client's own counter and histogram would write, and workers' figures must sum.

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pino from 'pino';
-import { pinoRequestLine } from '../../src/cli/request-line.js';
+import { pinoRequestLine } from '../../src/server/request-line.js';
 import { redacted } from '../../src/http/app.js';
 import type { RequestLogEntry } from '../../src/http/hooks/request-log.js';
 

@@ -26,7 +26,7 @@ export interface RequestLogEntry {
 /**
  * Writes the line of a request answered without error, as the app's logger would at level
  * info (`request` its message), only faster; given by whoever made the logger (see
- * src/cli/request-line.ts). Without one, the line goes through the logger.
+ * src/server/request-line.ts). Without one, the line goes through the logger.
  */
 export type RequestLineWriter = (entry: RequestLogEntry) => void;
 

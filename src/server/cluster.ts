@@ -3,6 +3,7 @@ import pino from 'pino';
 import { openStore, type StoreConfig } from '../store/open.js';
 import { STATEMENT_TIMEOUT_MS } from '../store/postgres/timeouts.js';
 import { type MetricsListen, serveClusterMetrics } from './metrics.js';
+import type { ProcessControl } from './process-control.js';
 
 /**
  * How long the primary waits for workers to stop before killing them: longer than a
@@ -18,7 +19,7 @@ const CRASH_LOOP_MS = 1_000;
 export interface PrimaryOptions {
   workers: number;
   store: StoreConfig;
-  /** The database as the start-up line names it (see cli/database.ts). */
+  /** The database as the start-up line names it (see src/cli/database.ts). */
   databaseName: string;
   logLevel: string;
   /** The workers' --shutdown-grace. */
@@ -30,10 +31,10 @@ export interface PrimaryOptions {
 /**
  * The primary of `serve --workers N`: migrates once, forks N workers that share the port
  * (node:cluster hands them connections in turn), restarts a worker that dies, and on
- * SIGTERM/SIGINT passes the signal on, waits for every worker to drain, and exits 0 (1 if
- * a worker failed to stop cleanly).
+ * SIGTERM/SIGINT (as `control` reports them) passes the signal on, waits for every worker
+ * to drain, and exits 0 through `control` (1 if a worker failed to stop cleanly).
  */
-export async function runPrimary(options: PrimaryOptions): Promise<void> {
+export async function runPrimary(options: PrimaryOptions, control: ProcessControl): Promise<void> {
   const log = pino({ level: options.logLevel });
   // Migrating here first means the workers find the schema ready (they would queue
   // on the migration lock anyway).
@@ -64,7 +65,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       if (code !== 0 && signal !== 'SIGTERM') failed = true;
       if (started.size === 0) {
         log.info({ failed }, 'stopped');
-        process.exit(failed ? 1 : 0);
+        control.exit(failed ? 1 : 0);
       }
       return;
     }
@@ -72,7 +73,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       log.fatal({ worker: worker.process.pid, code, signal }, 'worker failed to start; stopping');
       stopping = true;
       for (const other of started.keys()) other.process.kill('SIGTERM');
-      if (started.size === 0) process.exit(1);
+      if (started.size === 0) control.exit(1);
       failed = true;
       return;
     }
@@ -93,15 +94,14 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     for (const timer of restarts) clearTimeout(timer);
     restarts.clear();
     log.info({ signal, workers: started.size }, 'shutting down');
-    if (started.size === 0) process.exit(0);
+    if (started.size === 0) control.exit(0);
     for (const worker of started.keys()) worker.process.kill('SIGTERM');
     // Each worker cuts its own stragglers after the grace period; this is the backstop.
     setTimeout(() => {
       for (const worker of started.keys()) worker.process.kill('SIGKILL');
     }, workerStopBackstopMs(options.shutdownGraceMs)).unref();
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  control.onStopSignal(stop);
 
   if (options.metrics !== undefined) (await serveClusterMetrics(options.metrics, log)).unref();
   for (let i = 0; i < options.workers; i++) fork();

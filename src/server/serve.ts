@@ -11,7 +11,8 @@ import {
   startDelivery,
   type WebhookDelivery,
   webhookDestinations,
-} from './webhooks.js';
+} from './webhook-delivery.js';
+import type { ProcessControl } from './process-control.js';
 import { pinoRequestLine } from './request-line.js';
 
 /** What `serve` passes on to the app: the limits, rate limits and CORS of the HTTP edge. */
@@ -31,7 +32,7 @@ export interface ServeOptions extends EdgeOptions {
   host: string;
   port: number;
   store: StoreConfig;
-  /** The database as the start-up line names it (see cli/database.ts). */
+  /** The database as the start-up line names it (see src/cli/database.ts). */
   databaseName: string;
   logLevel: string;
   /** On shutdown, requests still running after this are cut off. */
@@ -44,23 +45,27 @@ export interface ServeOptions extends EdgeOptions {
 }
 
 /**
- * Opens the store, listens, delivers webhooks, and on SIGTERM/SIGINT stops accepting
- * connections and claiming messages, lets in-flight requests and webhook attempts finish
- * (those still running after the grace period are cut off; an attempt cut off is sent
- * again by whichever process claims it after its lease), closes the store and exits 0.
+ * Opens the store, listens, delivers webhooks, and when `control` reports SIGTERM/SIGINT
+ * stops accepting connections and claiming messages, lets in-flight requests and webhook
+ * attempts finish (those still running after the grace period are cut off; an attempt cut
+ * off is sent again by whichever process claims it after its lease), closes the store and
+ * exits 0 through `control`.
  */
-export async function serve({
-  host,
-  port,
-  store: storeConfig,
-  databaseName,
-  logLevel,
-  shutdownGraceMs,
-  metrics: metricsOption,
-  webhooks,
-  auditRetentionMs,
-  ...edge
-}: ServeOptions): Promise<void> {
+export async function serve(
+  {
+    host,
+    port,
+    store: storeConfig,
+    databaseName,
+    logLevel,
+    shutdownGraceMs,
+    metrics: metricsOption,
+    webhooks,
+    auditRetentionMs,
+    ...edge
+  }: ServeOptions,
+  control: ProcessControl,
+): Promise<void> {
   // One logger for the store, the services and the app, so that what the store says while
   // it opens (migrations, a pool connection lost) reaches the same log as the requests.
   // One write per turn of the event loop instead of one per line (see log-destination.ts).
@@ -109,15 +114,14 @@ export async function serve({
       await store.close();
       await measuring?.close();
       app.log.info('stopped');
-      process.exit(0);
+      control.exit(0);
     } catch (error) {
       app.log.error({ err: error }, 'shutdown failed');
-      process.exit(1);
+      control.exit(1);
     }
   };
   // The shutdown runs on its own; stop handles its own errors, so nothing awaits it.
-  process.once('SIGTERM', (signal) => void stop(signal));
-  process.once('SIGINT', (signal) => void stop(signal));
+  control.onStopSignal((signal) => void stop(signal));
   try {
     await app.listen({ host, port });
   } catch (error) {
