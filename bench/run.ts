@@ -1,8 +1,9 @@
 /**
- * The benchmark of the performance issue: plantstore against a minimal Fastify app and bare
- * node:http servers on SQLite, and against a bare node:http + pg server on PostgreSQL, loaded
- * by wrk in alternating turns, with each side's CPU per request and a validity check per row.
- * bench/README.md tells the story; bench/RESULTS.md holds the last valid full run.
+ * The benchmark: plantstore against a minimal Fastify app and bare node:http servers on
+ * SQLite, and against a bare node:http + pg server on PostgreSQL, loaded by wrk in alternating
+ * turns, with each side's CPU per request and a validity check per row.
+ * bench/README.md says how to run it and what each row measures; bench/RESULTS.md holds the
+ * last valid full run.
  *
  *   npm run bench [-- --quick | --help | ...]
  */
@@ -11,19 +12,19 @@ import { mkdirSync, mkdtempSync, rmSync, statSync, readdirSync, writeFileSync } 
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import * as prettier from 'prettier';
-import { type BenchOptions, parseOptions, USAGE } from './options.js';
-import { postgresPhase, sqlitePhase, type PhaseContext } from './phases.js';
-import { dropUndroppedSchemas } from './postgres.js';
-import { historyPhase } from './history-phase.js';
-import { importPhase } from './import-phase.js';
-import { fullPlan, selectGroups } from './plan.js';
-import { resultsMarkdown, type RunMeta } from './results.js';
-import type { Row } from './rows.js';
-import { killAll, pinSelf, ROOT } from './servers.js';
-import type { Facts } from './targets.js';
-import { startReasons } from './validity.js';
-import { webhookPhase } from './webhook-phase.js';
-import { findWrk } from './wrk.js';
+import { dropUndroppedSchemas } from './data/postgres.js';
+import { type BenchOptions, parseOptions, USAGE } from './harness/options.js';
+import { killAll, pinSelf, ROOT } from './harness/servers.js';
+import { startReasons } from './harness/validity.js';
+import { findWrk } from './harness/wrk.js';
+import type { Facts, PhaseContext } from './phases/facts.js';
+import { postgresPhase, sqlitePhase } from './phases/groups.js';
+import { historyPhase } from './phases/history.js';
+import { importPhase } from './phases/imports.js';
+import { webhookPhase } from './phases/webhooks.js';
+import { resultsMarkdown, type RunMeta } from './report/results.js';
+import { fullPlan, selectGroups } from './rows/plan.js';
+import type { Row } from './rows/rows.js';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 

@@ -1,5 +1,5 @@
 /**
- * The Fastify-plugins yardstick (issue 22, item 5b): the minimal Fastify app of
+ * The Fastify-plugins yardstick: the minimal Fastify app of
  * fastify-sqlite.ts (same routes, same SQLite data, same answers), given plantstore's
  * features the way a user of the ecosystem would, from Fastify's own logger and plugins, each
  * registered plainly:

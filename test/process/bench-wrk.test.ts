@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { findWrk, runWrk, type LoadSpec, type WrkResult } from '../../bench/wrk.js';
+import { findWrk, runWrk, type LoadSpec, type WrkResult } from '../../bench/harness/wrk.js';
 
 // The benchmark's load generator as it runs: wrk with bench/wrk/load.lua against a server
 // that records what it gets. Needs wrk (not installed in CI): skipped, and says so, without.

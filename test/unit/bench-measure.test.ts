@@ -1,11 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CLK_TCK, cpuSince, parseProcStat, statCpuSeconds } from '../../bench/cpu.js';
-import { childrenCpuSeconds, createdCount, importLines } from '../../bench/import-phase.js';
-import { parseTcpTable } from '../../bench/postgres.js';
-import { figures, median, pairedRatios, side } from '../../bench/summary.js';
-import type { TurnMeasure } from '../../bench/turn.js';
-import { parseWrkOutput, type WrkResult } from '../../bench/wrk.js';
+import {
+  childrenCpuSeconds,
+  CLK_TCK,
+  cpuSince,
+  parseProcStat,
+  statCpuSeconds,
+} from '../../bench/harness/cpu.js';
+import { createdCount, importLines } from '../../bench/phases/imports.js';
+import { parseTcpTable } from '../../bench/data/postgres.js';
+import { figures, median, pairedRatios, side } from '../../bench/harness/summary.js';
+import type { TurnMeasure } from '../../bench/harness/turn.js';
+import { parseWrkOutput, type WrkResult } from '../../bench/harness/wrk.js';
 
 // The benchmark's readings: /proc parsing, wrk's result line, and the figures made of them.
 

@@ -1,14 +1,18 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CONTENDERS, fullPlan, selectGroups } from '../../bench/plan.js';
-import type { Row } from '../../bench/rows.js';
-import type { Side } from '../../bench/summary.js';
+import { CONTENDERS, fullPlan, selectGroups } from '../../bench/rows/plan.js';
+import type { Row } from '../../bench/rows/rows.js';
+import type { Side } from '../../bench/harness/summary.js';
 import { readFileSync } from 'node:fs';
-import { MISSED_EXPLAINED, targetsTable } from '../../bench/report.js';
-import type { HistoryRun } from '../../bench/history-phase.js';
-import type { ImportKind, ImportRun } from '../../bench/import-phase.js';
-import { checks, type Facts } from '../../bench/targets.js';
-import { expectations, selfCheckReasons, sideReasons, startReasons } from '../../bench/validity.js';
+import { MISSED_EXPLAINED, targetsTable } from '../../bench/report/tables.js';
+import type { HistoryRun, ImportKind, ImportRun } from '../../bench/phases/facts.js';
+import { checks, type Facts } from '../../bench/report/targets.js';
+import {
+  expectations,
+  selfCheckReasons,
+  sideReasons,
+  startReasons,
+} from '../../bench/harness/validity.js';
 
 // When a row is invalid, what the targets say of a run, and the plan's consistency.
 

@@ -1,13 +1,13 @@
 /**
  * The load generator: wrk (https://github.com/wg/wrk), one thread, pinned to the load
- * generator's core, driven by bench/wrk/load.lua. wrk costs a few microseconds of CPU a
+ * generator's core, driven by load.lua beside this file. wrk costs a few microseconds of CPU a
  * request, a fraction of what a Node load generator does, so the server stays the busy side.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { hasTaskset } from './servers.js';
 
-const SCRIPT = fileURLToPath(new URL('wrk/load.lua', import.meta.url));
+const SCRIPT = fileURLToPath(new URL('load.lua', import.meta.url));
 
 /** What the harness needs of the wrk on this machine: its version line, or why there is none. */
 export function findWrk(): { version: string } | { missing: string } {
@@ -26,7 +26,7 @@ export function findWrk(): { version: string } | { missing: string } {
   return { version };
 }
 
-/** How requests are made: see bench/wrk/load.lua. */
+/** How requests are made: see load.lua beside this file. */
 export interface LoadSpec {
   mode: 'static' | 'random' | 'walk';
   method: string;

@@ -5,7 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import pg from 'pg';
-import { clientIdsAbove, CREATED_BY_A_TURN, createTokens, type Keeper } from './seed.js';
+import type { Keeper } from '../harness/turn.js';
+import { clientIdsAbove, CREATED_BY_A_TURN, createTokens } from './seed.js';
 
 /** The PostgreSQL to measure on: PLANTSTORE_BENCH_DATABASE_URL, else the local default. */
 export const BENCH_POSTGRES_URL =

@@ -3,12 +3,22 @@
  * turn each (not counted), then rounds in alternating order: A B C, C B A, A B C, ...
  */
 import { readFileSync } from 'node:fs';
-import type { GroupPlan } from './plan.js';
-import { SCENARIOS, type Scenario } from './scenarios.js';
-import { type Contender, measureTurn, type TurnMeasure, type TurnOptions } from './turn.js';
+import {
+  type Contender,
+  measureTurn,
+  type Scenario,
+  type TurnMeasure,
+  type TurnOptions,
+} from './turn.js';
 
-export interface GroupResult {
-  plan: GroupPlan;
+/** What a group runs: its id (`sqlite-large/getOne/64`), its connections, its scenario. */
+export interface GroupSpec {
+  id: string;
+  connections: number;
+  scenario: Scenario;
+}
+
+export interface GroupTurns {
   /** Each contender's measured turns, round by round. */
   turns: Map<string, TurnMeasure[]>;
   /** What the probe found wrong (a status, or answers that differ between servers). */
@@ -42,8 +52,7 @@ async function probeOne(c: Contender, scenario: Scenario): Promise<Probed> {
  * One request of the scenario to each contender: each must answer the expected status, and
  * a read must give every contender the same body and Link, or the comparison is not fair.
  */
-async function probe(plan: GroupPlan, contenders: Contender[]): Promise<string[]> {
-  const scenario = SCENARIOS[plan.scenario];
+async function probe(scenario: Scenario, contenders: Contender[]): Promise<string[]> {
   const problems: string[] = [];
   let first: { name: string; probed: Probed } | undefined;
   for (const c of contenders) {
@@ -70,23 +79,23 @@ export interface GroupOptions extends Omit<TurnOptions, 'connections' | 'seed'> 
 }
 
 export async function runGroup(
-  plan: GroupPlan,
+  group: GroupSpec,
   contenders: Contender[],
   o: GroupOptions,
-): Promise<GroupResult> {
-  const scenario = SCENARIOS[plan.scenario];
+): Promise<GroupTurns> {
+  const { scenario } = group;
   const names = contenders.map((c) => c.name).join(', ');
-  o.log(`${plan.id}: ${names}; ${o.rounds} rounds of ${o.seconds} s turns`);
+  o.log(`${group.id}: ${names}; ${o.rounds} rounds of ${o.seconds} s turns`);
   for (const c of contenders) await scenario.prepare?.(c);
-  const problems = await probe(plan, contenders);
+  const problems = await probe(scenario, contenders);
   // The contenders of a round read the same random ids.
   const turn = (c: Contender, seed: number) =>
-    measureTurn(c, scenario, { ...o, connections: plan.connections, seed });
+    measureTurn(c, scenario, { ...o, connections: group.connections, seed });
   for (const c of contenders) await turn(c, 0);
   const turns = new Map<string, TurnMeasure[]>(contenders.map((c) => [c.name, []]));
   for (let round = 1; round <= o.rounds; round++) {
     const order = round % 2 === 1 ? contenders : [...contenders].reverse();
     for (const c of order) turns.get(c.name)!.push(await turn(c, round));
   }
-  return { plan, turns, problems };
+  return { turns, problems };
 }

@@ -7,7 +7,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
-export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const PLANTSTORE_BIN = `${ROOT}bin/plantstore`;
 
 const children = new Set<ChildProcess>();
@@ -44,6 +44,13 @@ async function freePort(): Promise<number> {
       probe.close(() => resolve(port));
     });
   });
+}
+
+/** One start of a server: its start-to-ready time, and the other load meanwhile. */
+export interface Start {
+  readyMs: number;
+  /** Cores' worth of CPU that neither the server nor this harness used while it started. */
+  otherCores?: number;
 }
 
 export interface Server {

@@ -8,7 +8,7 @@
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
-import { openStore, type StoreConfig } from '../src/store/open.js';
+import { openStore, type StoreConfig } from '../../src/store/open.js';
 
 let hole: { server: Server; sockets: Set<Socket>; url: string } | undefined;
 

@@ -1,29 +1,11 @@
 /**
  * What is measured: each scenario's requests, expected status, and how the table is put back
  * after a turn. To add one (the webhook throughput row, say), add an entry here and name it
- * in bench/plan.ts; a scenario that needs more than requests (a subscriber, a receiver) sets
+ * in bench/rows/plan.ts; a scenario that needs more than requests (a subscriber, a receiver) sets
  * it up in its `prepare`.
  */
-import type { Contender } from './turn.js';
-import type { LoadSpec, WrkResult } from './wrk.js';
-
-export interface Scenario {
-  label: string;
-  /** The status every answer must have; wrk counts those above 399 as errors. */
-  expected: number;
-  load: LoadSpec;
-  /** Writes: the server waits for the disk or the database, not only for its CPU. */
-  writes: boolean;
-  /** Once per contender, before its first turn of this scenario. */
-  prepare?: (c: Contender) => Promise<void>;
-  /**
-   * After a turn, once the server is idle: puts the table back. Returns what to do once
-   * more before the contender's next turn, for a write that committed after this returned.
-   */
-  restore?: (c: Contender, result: WrkResult) => Promise<() => Promise<void>>;
-  /** One request for the probe before the measurement: method, path, body. */
-  probe: { method: string; path: (plants: number) => string; body?: string };
-}
+import type { Contender, Scenario } from '../harness/turn.js';
+import type { WrkResult } from '../harness/wrk.js';
 
 export type ScenarioId = 'delete' | 'post' | 'postEndpoints' | 'getOne' | 'list' | 'tagList';
 
@@ -82,7 +64,7 @@ export const SCENARIOS: Record<ScenarioId, Scenario> = {
     restore: trimCreated,
     probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
   },
-  // The same creates, on servers with 0, 1 or 1,000 webhook endpoints subscribed (endpoints.ts).
+  // The same creates, on servers with 0, 1 or 1,000 webhook endpoints subscribed (data/endpoints.ts).
   postEndpoints: {
     label: 'POST /plants, webhook endpoints subscribed',
     expected: 201,

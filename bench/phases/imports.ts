@@ -1,5 +1,5 @@
 /**
- * The import rows (issue 22): the real CLI, `plantstore plants import` with its default
+ * The import rows: the real CLI, `plantstore plants import` with its default
  * settings, importing a JSON Lines file into a running plantstore server, as a user does.
  * Lines per second over the whole process, from its start to its exit.
  *
@@ -14,10 +14,9 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cpuOf, cpuSince, machineCpu, treeCpuSeconds } from './cpu.js';
-import type { PhaseContext } from './phases.js';
-import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from './postgres.js';
-import { seedSqlite } from './seed.js';
+import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from '../data/postgres.js';
+import { seedSqlite } from '../data/seed.js';
+import { childrenCpuSeconds, cpuOf, cpuSince, machineCpu, treeCpuSeconds } from '../harness/cpu.js';
 import {
   hasTaskset,
   PLANTSTORE_BIN,
@@ -26,40 +25,15 @@ import {
   type ServerSpec,
   startServer,
   stop,
-} from './servers.js';
-import { LIMITS } from './validity.js';
-
-export const IMPORT_KINDS = ['without ids', 'with ids', 'without ids after with ids'] as const;
-export type ImportKind = (typeof IMPORT_KINDS)[number];
-
-export interface ImportRun {
-  database: 'SQLite' | 'PostgreSQL';
-  /** Plants 1..plants before the first import. */
-  plants: number;
-  kind: ImportKind;
-  lines: number;
-  /** The CLI's whole run, start to exit. */
-  seconds: number;
-  linesPerSecond: number;
-  /** The server's CPU over the import, per line. */
-  serverCpuUs?: number;
-  /** The CLI's own CPU, per line. */
-  cliCpuUs?: number;
-  /** The server's PostgreSQL backends' CPU, per line. */
-  dbCpuUs?: number;
-  /**
-   * Cores' worth of CPU that neither the server, its database backends, the CLI nor this
-   * harness used: someone else's load. Above LIMITS.otherMax the run is invalid.
-   */
-  otherCores?: number;
-}
-
-export interface ImportFacts {
-  lines: number;
-  runs: ImportRun[];
-  /** What went wrong: an import that failed or did not create every line. */
-  problems: string[];
-}
+} from '../harness/servers.js';
+import { LIMITS } from '../harness/validity.js';
+import {
+  IMPORT_KINDS,
+  type ImportFacts,
+  type ImportKind,
+  type ImportRun,
+  type PhaseContext,
+} from './facts.js';
 
 /**
  * The lines of one file: `{"name": ...}`, or with ids `{"id": ..., "name": ...}` for the ids
@@ -79,18 +53,6 @@ export function importLines(count: number, kind: ImportKind, firstId: number): s
 export function createdCount(stderr: string): number | undefined {
   const match = /: (\d+) lines: (\d+) created, /.exec(stderr);
   return match === null ? undefined : Number(match[2]);
-}
-
-/**
- * The CPU seconds of the children of a shell, from the second line `times` prints
- * (`0m1.250s 0m0.120s`: user, then system).
- */
-export function childrenCpuSeconds(stderr: string): number | undefined {
-  const lines = stderr.trimEnd().split('\n');
-  const match = /^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/.exec(lines.at(-1) ?? '');
-  if (match === null) return undefined;
-  const [, um, us, sm, ss] = match.map(Number) as number[];
-  return um! * 60 + us! + sm! * 60 + ss!;
 }
 
 /**

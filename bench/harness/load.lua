@@ -1,4 +1,4 @@
--- The request generator of bench/wrk.ts, for one wrk thread. Arguments after "--":
+-- The request generator of bench/harness/wrk.ts, for one wrk thread. Arguments after "--":
 --   mode tokens-file method path body plants start seed
 -- mode: "static" (the same request each time), "random" (the path's {id} is a random id of
 -- 1..plants) or "walk" ({id} is start+1, start+2, ... wrapping at plants: distinct ids for

@@ -1,16 +1,21 @@
 /** A group's result made into its rows, each with its validity. Pure. */
-import type { GroupResult } from './group.js';
-import { CONTENDERS, type ContenderName, type DataSet } from './plan.js';
+import type { GroupTurns } from '../harness/group.js';
+import { pairedRatios, type Ratios, side, type Side } from '../harness/summary.js';
+import { expectations, selfCheckReasons, sideReasons } from '../harness/validity.js';
+import { CONTENDERS, type ContenderName, type DataSet, type GroupPlan } from './plan.js';
 import { SCENARIOS, type ScenarioId } from './scenarios.js';
-import { pairedRatios, type Ratios, side, type Side } from './summary.js';
-import { expectations, selfCheckReasons, sideReasons } from './validity.js';
+
+/** A group of the plan and what its turns measured. */
+export interface GroupResult extends GroupTurns {
+  plan: GroupPlan;
+}
 
 export interface Row {
   group: string;
   scenario: ScenarioId;
   data: DataSet;
   plants: number;
-  /** Plants more, whose ids clients chose above the server's counter (bench/seed.ts). */
+  /** Plants more, whose ids clients chose above the server's counter (bench/data/seed.ts). */
   clientIds: number;
   connections: number;
   rounds: number;

@@ -1,37 +1,33 @@
 /**
- * The two phases of a run: the SQLite servers (all up together, loaded in turn), then the
+ * The two phases of wrk groups: the SQLite servers (all up together, loaded in turn), then the
  * PostgreSQL ones. Each seeds what its groups need, starts their contenders, runs the groups
  * and stops everything it started.
  */
 import { join } from 'node:path';
+import { closeBlackHole } from '../data/endpoints.js';
+import { BENCH_POSTGRES_URL, reachable, seedSchema, type SeededSchema } from '../data/postgres.js';
+import { seedSqlite } from '../data/seed.js';
+import { peakRssMb } from '../harness/cpu.js';
+import { fsyncP50ms } from '../harness/fsync.js';
+import { runGroup } from '../harness/group.js';
+import { stop } from '../harness/servers.js';
+import type { Contender } from '../harness/turn.js';
+import {
+  CONTENDERS,
+  type ContenderName,
+  DATA_SETS,
+  type DataSet,
+  type GroupPlan,
+} from '../rows/plan.js';
+import { type GroupResult, rowsOf, type Row } from '../rows/rows.js';
+import { SCENARIOS } from '../rows/scenarios.js';
 import {
   copyDatabase,
-  type Placement,
   type SqliteData,
   startPostgresContender,
   startSqliteContender,
 } from './contenders.js';
-import { peakRssMb } from './cpu.js';
-import { closeBlackHole } from './endpoints.js';
-import { fsyncP50ms } from './fsync.js';
-import { type GroupResult, runGroup } from './group.js';
-import { CONTENDERS, type ContenderName, DATA_SETS, type DataSet, type GroupPlan } from './plan.js';
-import { BENCH_POSTGRES_URL, reachable, seedSchema, type SeededSchema } from './postgres.js';
-import { rowsOf, type Row } from './rows.js';
-import { seedSqlite } from './seed.js';
-import { stop } from './servers.js';
-import type { Facts } from './targets.js';
-import type { Contender } from './turn.js';
-
-export interface PhaseContext {
-  dir: string;
-  at: Placement;
-  rounds: number;
-  turnSeconds: number;
-  wrkCore?: number;
-  facts: Facts;
-  log: (line: string) => void;
-}
+import type { Facts, PhaseContext } from './facts.js';
 
 /** The plants 1..N of each data set. */
 const plantsOf = (facts: Facts): Record<DataSet, number> =>
@@ -67,13 +63,15 @@ async function runGroups(
       );
     }
     const contenders = plan.contenders.map((name) => live.get(name)!);
-    const result: GroupResult = await runGroup(plan, contenders, {
+    const group = { ...plan, scenario: SCENARIOS[plan.scenario] };
+    const turns = await runGroup(group, contenders, {
       rounds: ctx.rounds,
       seconds: ctx.turnSeconds,
       ...(ctx.wrkCore !== undefined && { wrkCore: ctx.wrkCore }),
       serverPids: [...live.values()].map((c) => c.server.pid),
       log: ctx.log,
     });
+    const result: GroupResult = { plan, ...turns };
     for (const row of rowsOf(result, sizes)) {
       rows.push(row);
       ctx.log(progressLine(row));

@@ -1,18 +1,18 @@
 // Server-assigned creates straight against a PostgreSQL store, no HTTP: how many a second, and
-// whether more of them at once go faster (issue #13: creates used to take turns on one counter
-// row). `bare` runs the same load as plain INSERTs with a sequence default, the ceiling this
+// whether more of them at once go faster (creates used to take turns on one counter row).
+// `bare` runs the same load as plain INSERTs with a sequence default, the ceiling this
 // database gives a create with nothing else in its statement.
 //
-//   npx tsx bench/store-creates.ts [--seconds 10] [--concurrency 1,64] [--pool-size 10]
-//                                  [--durability power|process] [--bare]
+//   npx tsx bench/tools/store-creates.ts [--seconds 10] [--concurrency 1,64] [--pool-size 10]
+//                                        [--durability power|process] [--bare]
 //
-// Uses PLANTSTORE_BENCH_DATABASE_URL (see bench/postgres.ts) in a schema of its own.
+// Uses PLANTSTORE_BENCH_DATABASE_URL (see bench/data/postgres.ts) in a schema of its own.
 
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { openPostgresStore } from '../src/store/postgres/open.js';
-import { BENCH_POSTGRES_URL } from './postgres.js';
+import { openPostgresStore } from '../../src/store/postgres/open.js';
+import { BENCH_POSTGRES_URL } from '../data/postgres.js';
 
 const { values } = parseArgs({
   options: {

@@ -2,7 +2,11 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { CPU_SOURCE } from './cpu.js';
+import { TOKEN_COUNT } from '../data/seed.js';
+import { CPU_SOURCE } from '../harness/cpu.js';
+import { ROOT } from '../harness/servers.js';
+import { LIMITS } from '../harness/validity.js';
+import type { Row } from '../rows/rows.js';
 import {
   historyTable,
   importsTable,
@@ -10,12 +14,8 @@ import {
   resultsTable,
   targetsTable,
   validityTable,
-} from './report.js';
-import type { Row } from './rows.js';
-import { TOKEN_COUNT } from './seed.js';
-import { ROOT } from './servers.js';
+} from './tables.js';
 import { plantsText, type Facts } from './targets.js';
-import { LIMITS } from './validity.js';
 
 export interface RunMeta {
   command: string;
@@ -57,7 +57,7 @@ function methodText(meta: RunMeta, facts: Facts): string {
     : 'none: `taskset` is missing or the machine has one core, so the OS places wrk and the servers';
   return `- Pinning: ${pinning}. PostgreSQL is the machine's own server, not pinned.
 - Load: \`${meta.wrkVersion}\`, one thread, ${TOKEN_COUNT} tokens taken in turn (one a request, so no
-  token reaches plantstore's default rate limit), bench/wrk/load.lua.
+  token reaches plantstore's default rate limit), bench/harness/load.lua.
 - Turns of ${meta.turnSeconds} s; per group one warm-up turn per server (not counted), then ${meta.rounds}
   rounds, each loading every server of the group once, in alternating order (A B C, C B A, ...).
   Ratios are the median over rounds of the ratio within a round (the targets also give the lowest

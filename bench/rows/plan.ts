@@ -2,10 +2,10 @@
  * The run's plan: which servers (contenders) run, which groups of turns load them, and which
  * rows each group gives. A group alternates its contenders turn by turn (A B C, C B A, ...),
  * so every row's subject and yardstick are measured in the same rounds. To add a row, add a
- * group here (and its scenario to bench/scenarios.ts).
+ * group here (and its scenario to scenarios.ts beside this file).
  */
+import type { Role } from '../harness/turn.js';
 import type { ScenarioId } from './scenarios.js';
-import type { Role } from './turn.js';
 
 /** Which seeded data a contender gets a copy of. */
 export type DataSet =
@@ -20,7 +20,7 @@ export type DataSet =
  * What a data set holds: plants 1..N (N the large or the small size) with the server's
  * counter at N; with `clientIds`, as many plants again as the large size, whose ids clients
  * chose above the counter, every other id (N+2, N+4, ...), recorded as plantstore records
- * them, so that every other server-assigned id meets one to skip (bench/seed.ts).
+ * them, so that every other server-assigned id meets one to skip (bench/data/seed.ts).
  */
 export const DATA_SETS: Record<
   DataSet,
@@ -57,7 +57,7 @@ export const CONTENDERS = {
     data: 'sqlite-large',
   },
   fastify: { role: { kind: 'fastify', database: 'sqlite' }, data: 'sqlite-large' },
-  // Fastify with its own logger and plugins for plantstore's features (issue 22, item 5b).
+  // Fastify with its own logger and plugins for plantstore's features.
   'fastify-plugins': {
     role: { kind: 'fastify', database: 'sqlite', plugins: true },
     data: 'sqlite-large',
@@ -74,7 +74,7 @@ export const CONTENDERS = {
     data: 'postgres',
   },
   'bare postgres': { role: { kind: 'bare', database: 'postgres' }, data: 'postgres' },
-  // The rows of the paths users take (issue 22): PostgreSQL at 10k, and creates without an id
+  // The rows of the paths users take: PostgreSQL at 10k, and creates without an id
   // after clients took many ids above the counter.
   'plantstore postgres 10k': {
     role: { kind: 'plantstore', database: 'postgres', durability: 'power' },
@@ -173,7 +173,7 @@ export function fullPlan(connections: number): GroupPlan[] {
     ];
     // The self-check in every group, so that both copies have served the same load before
     // (a copy that joined for GET one alone read 0.72× in two runs). Copies with the same
-    // history still differ, by process (bench/README.md, "Two copies of one server").
+    // history still differ, by process (bench/HISTORY.md, "Two copies of one server").
     rows.push({ subject: 'bare', yardstick: 'bare 2', selfCheck: true });
     // What --metrics-port costs, against the same server without it, on a read and a write.
     if (scenario === 'getOne' || scenario === 'post') {
@@ -192,7 +192,7 @@ export function fullPlan(connections: number): GroupPlan[] {
       group('sqlite-large', scenario, 1, [{ subject: 'plantstore power', yardstick: 'fastify' }]),
     );
   }
-  // The tag filter on the large database (issue 22).
+  // The tag filter on the large database.
   groups.push(
     group('sqlite-large', 'tagList', connections, [
       { subject: 'plantstore power', yardstick: 'fastify' },
@@ -206,7 +206,7 @@ export function fullPlan(connections: number): GroupPlan[] {
   groups.push(
     group('sqlite-small', 'postEndpoints', connections, endpointRows('plantstore power 10k')),
   );
-  // Creates without an id after clients took many ids above the counter (issue 22).
+  // Creates without an id after clients took many ids above the counter.
   groups.push(
     group('sqlite-client-ids', 'post', connections, [
       { subject: 'plantstore client ids', yardstick: 'fastify client ids' },

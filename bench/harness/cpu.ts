@@ -130,3 +130,15 @@ export function cpuSince(before: Map<number, number>, after: Map<number, number>
   for (const [pid, seconds] of after) sum += seconds - (before.get(pid) ?? 0);
   return sum;
 }
+
+/**
+ * The CPU seconds of the children of a shell, from the second line `times` prints
+ * (`0m1.250s 0m0.120s`: user, then system).
+ */
+export function childrenCpuSeconds(stderr: string): number | undefined {
+  const lines = stderr.trimEnd().split('\n');
+  const match = /^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/.exec(lines.at(-1) ?? '');
+  if (match === null) return undefined;
+  const [, um, us, sm, ss] = match.map(Number) as number[];
+  return um! * 60 + us! + sm! * 60 + ss!;
+}

@@ -5,9 +5,10 @@
  */
 import { writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import { DEFAULT_SCOPES } from '../src/core/scopes.js';
-import { TokenService } from '../src/service/token-service.js';
-import { openStore, type StoreConfig } from '../src/store/open.js';
+import type { Keeper } from '../harness/turn.js';
+import { DEFAULT_SCOPES } from '../../src/core/scopes.js';
+import { TokenService } from '../../src/service/token-service.js';
+import { openStore, type StoreConfig } from '../../src/store/open.js';
 
 /**
  * Tokens the load takes in turn, one a request. With every token under plantstore's default
@@ -96,20 +97,6 @@ export async function seedSqlite(
   } finally {
     db.close();
   }
-}
-
-/**
- * Puts a server's table back between turns, outside the measured time: the plants a DELETE
- * turn removed, and the plants a POST turn added.
- */
-export interface Keeper {
-  /** Puts plants from..to back as seeded, where missing. */
-  refill(from: number, to: number): Promise<void>;
-  /** Deletes the plants with an id above `plants`, but those clients chose in the seed. */
-  trim(plants: number): Promise<void>;
-  /** Deletes every webhook event, message and attempt: what the writes of a turn made. */
-  clearOutbox(): Promise<void>;
-  close(): Promise<void>;
 }
 
 export class SqliteKeeper implements Keeper {

@@ -1,27 +1,9 @@
-/** The performance issue's targets, checked against a run's rows and facts. Pure. */
-import type { Start } from './contenders.js';
-import type { HistoryFacts } from './history-phase.js';
-import { IMPORT_KINDS, type ImportFacts, type ImportRun } from './import-phase.js';
-import type { Row } from './rows.js';
-import type { WebhookFacts } from './webhook-phase.js';
-import { SCENARIOS, type ScenarioId } from './scenarios.js';
+/** The targets, checked against a run's rows and facts. Pure. */
+import { type Facts, IMPORT_KINDS, type ImportRun, type WebhookFacts } from '../phases/facts.js';
+import type { Row } from '../rows/rows.js';
+import { SCENARIOS, type ScenarioId } from '../rows/scenarios.js';
 
-export interface Facts {
-  /** plantstore's starts on the large database: spawn to the first /healthz 200. */
-  starts: Start[];
-  /** Peak RSS (VmHWM) of each plantstore server at the end of its phase. */
-  rssMb: Record<string, number>;
-  /** write + fdatasync of 4 KiB in the benchmark's directory, median in ms. */
-  fsyncP50ms?: number;
-  largePlants: number;
-  smallPlants: number;
-  /** The webhook rows (issue 14), when the run made them. */
-  webhooks?: WebhookFacts;
-  /** The import rows (issue 22), when the run made them. */
-  imports?: ImportFacts;
-  /** Webhook deliveries and the audit trail read back (issue 22), when the run made them. */
-  history?: HistoryFacts;
-}
+export type { Facts } from '../phases/facts.js';
 
 export interface Check {
   target: string;
@@ -119,7 +101,7 @@ function flatCheck(rows: Row[], f: Flat): Check {
 /**
  * The size targets: the large database within 15% of the small one, on SQLite and on
  * PostgreSQL; and creates without an id after clients took as many ids again above the
- * counter within 15% of the same creates on the fresh large database (issue 22).
+ * counter within 15% of the same creates on the fresh large database.
  */
 function sizeChecks(rows: Row[], facts: Facts): Check[] {
   const large = plantsText(facts.largePlants);
@@ -248,7 +230,7 @@ function webhookChecks(hooks: WebhookFacts | undefined): Check[] {
 }
 
 /**
- * `plantstore plants import` (issue 22): lines per second on the large store within 15% of
+ * `plantstore plants import`: lines per second on the large store within 15% of
  * the small one, for each kind of import; and without ids after an import with ids no more
  * than 15% slower than without ids on the fresh store.
  */
@@ -295,7 +277,7 @@ function importChecks(facts: Facts): Check[] {
 }
 
 /**
- * Deliveries and the audit trail read back at one request or command at a time (issue 22):
+ * Deliveries and the audit trail read back at one request or command at a time:
  * the median latency with the large number of entries within 15% of the small number.
  */
 function historyChecks(facts: Facts): Check[] {
@@ -353,7 +335,7 @@ export function checks(rows: Row[], facts: Facts): Check[] {
       'SQLite process ÷ Fastify',
       'fastify',
     ),
-    // Well ahead of Fastify given plantstore's features by its own plugins (issue 22, 5b).
+    // Well ahead of Fastify given plantstore's features by its own plugins.
     ...ratioChecks(
       rows,
       'plantstore power',
@@ -374,7 +356,7 @@ export function checks(rows: Row[], facts: Facts): Check[] {
         ['getOne', 0.97],
         ['post', 0.97],
       ],
-      'with --metrics-port ÷ without (issue 15)',
+      'with --metrics-port ÷ without',
       'plantstore power',
     ),
     ...ratioChecks(
@@ -384,7 +366,7 @@ export function checks(rows: Row[], facts: Facts): Check[] {
         ['delete', 0.95],
         ['post', 0.95],
       ],
-      'with the webhook outbox ÷ without, no endpoint subscribed (issue 14)',
+      'with the webhook outbox ÷ without, no endpoint subscribed',
       'plantstore no outbox',
     ),
     ...ratioChecks(

@@ -4,19 +4,14 @@
  */
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
-import { machineCpu, treeCpuSeconds } from './cpu.js';
-import { endpointArgs, subscribeEndpoints } from './endpoints.js';
-import { CONTENDERS, type ContenderName } from './plan.js';
-import { loopbackPort, type SeededSchema } from './postgres.js';
-import { SqliteKeeper } from './seed.js';
-import { type Server, type ServerSpec, startServer, stop } from './servers.js';
-import type { Contender } from './turn.js';
-
-/** Where the servers run: `0` when pinned (wrk and the harness take core 1). */
-export interface Placement {
-  serverCores: string;
-  logLevel: string;
-}
+import { endpointArgs, subscribeEndpoints } from '../data/endpoints.js';
+import { loopbackPort, type SeededSchema } from '../data/postgres.js';
+import { SqliteKeeper } from '../data/seed.js';
+import { machineCpu, treeCpuSeconds } from '../harness/cpu.js';
+import { type Server, type ServerSpec, type Start, startServer, stop } from '../harness/servers.js';
+import type { Contender } from '../harness/turn.js';
+import { CONTENDERS, type ContenderName } from '../rows/plan.js';
+import type { Placement } from './facts.js';
 
 function sqliteSpec(name: ContenderName, db: string, logLevel: string): ServerSpec {
   const { role } = CONTENDERS[name];
@@ -42,15 +37,8 @@ export interface SqliteData {
   file: string;
   tokensFile: string;
   plants: number;
-  /** Plants more whose ids clients chose above the counter (bench/seed.ts). */
+  /** Plants more whose ids clients chose above the counter (bench/data/seed.ts). */
   clientIds: number;
-}
-
-/** One start of a server: its start-to-ready time, and the other load meanwhile. */
-export interface Start {
-  readyMs: number;
-  /** Cores' worth of CPU that neither the server nor this harness used while it started. */
-  otherCores?: number;
 }
 
 async function timedStart(name: string, spec: ServerSpec, cores: string) {

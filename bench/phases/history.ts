@@ -1,5 +1,5 @@
 /**
- * The history rows (issue 22): what a user reads back of what the store kept, on the small
+ * The history rows: what a user reads back of what the store kept, on the small
  * and the large size, one request or command at a time (latency is what matters there):
  *   - `GET /webhooks/{id}/deliveries` (the first page) of an endpoint with that many
  *     messages kept, each delivered in one attempt: wrk at one connection;
@@ -13,35 +13,23 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type pg from 'pg';
-import { TokenService } from '../src/service/token-service.js';
-import { openStore, type StoreConfig } from '../src/store/open.js';
-import { cpuOf, cpuSince, machineCpu, treeCpuSeconds } from './cpu.js';
-import { childrenCpuSeconds } from './import-phase.js';
-import type { PhaseContext } from './phases.js';
-import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from './postgres.js';
-import { seedSqlite } from './seed.js';
-import { hasTaskset, PLANTSTORE_BIN, ROOT, type ServerSpec, startServer, stop } from './servers.js';
-import { median } from './summary.js';
-import { LIMITS } from './validity.js';
-import { runWrk } from './wrk.js';
-
-export interface HistoryRun {
-  database: 'SQLite' | 'PostgreSQL';
-  /** Messages kept, or audit entries: one per plant of the data set. */
-  entries: number;
-  what: 'deliveries' | 'audit';
-  p50ms: number;
-  /** wrk's p99 (deliveries); the slowest of the runs (audit). */
-  p99ms: number;
-  /** Requests answered (deliveries), or runs of the command (audit). */
-  samples: number;
-  /**
-   * Cores' worth of CPU that neither the server, its PostgreSQL backends, wrk, the CLI nor
-   * this harness used (the audit command's own backend counts here: it is gone when the
-   * command is): someone else's load. Above LIMITS.otherMax the run is invalid.
-   */
-  otherCores?: number;
-}
+import { TokenService } from '../../src/service/token-service.js';
+import { openStore, type StoreConfig } from '../../src/store/open.js';
+import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from '../data/postgres.js';
+import { seedSqlite } from '../data/seed.js';
+import { childrenCpuSeconds, cpuOf, cpuSince, machineCpu, treeCpuSeconds } from '../harness/cpu.js';
+import {
+  hasTaskset,
+  PLANTSTORE_BIN,
+  ROOT,
+  type ServerSpec,
+  startServer,
+  stop,
+} from '../harness/servers.js';
+import { median } from '../harness/summary.js';
+import { LIMITS } from '../harness/validity.js';
+import { runWrk } from '../harness/wrk.js';
+import type { HistoryFacts, HistoryRun, PhaseContext } from './facts.js';
 
 /** Cores' worth of the machine's CPU between two readings not used by `known` seconds. */
 function otherCores(
@@ -65,11 +53,6 @@ function record(facts: HistoryFacts, run: HistoryRun): void {
         `${run.otherCores.toFixed(2)} cores (limit ${LIMITS.otherMax})`,
     );
   }
-}
-
-export interface HistoryFacts {
-  runs: HistoryRun[];
-  problems: string[];
 }
 
 /** Runs of `plantstore audit --plant` timed, after one not timed. */

@@ -1,7 +1,7 @@
 /**
- * The webhook rows of issue 14, on SQLite: how many deliveries a second one `serve` process
- * makes to a fast local receiver, and how soon a message leaves after its write on an idle
- * server. (What the outbox costs a write is a wrk row: 'plantstore no outbox' in plan.ts.)
+ * The webhook rows, on SQLite: how many deliveries a second one `serve` process makes to a
+ * fast local receiver, and how soon a message leaves after its write on an idle server.
+ * (What the outbox costs a write is a wrk row: 'plantstore no outbox' in rows/plan.ts.)
  * The receiver runs in this harness, beside wrk's core; the server on the servers' core.
  */
 import { execFileSync } from 'node:child_process';
@@ -10,23 +10,10 @@ import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { treeCpuSeconds } from './cpu.js';
-import type { PhaseContext } from './phases.js';
-import { PLANTSTORE_BIN, ROOT, type Server, startServer, stop } from './servers.js';
-import { median } from './summary.js';
-
-export interface WebhookFacts {
-  /** Messages in the backlog one process sent. */
-  messages: number;
-  /** From the sender's start (its first answers held until then) to the last receipt. */
-  deliveriesPerSecond: number;
-  /** The server's CPU over the same span, per delivery. */
-  cpuUsPerDelivery: number | undefined;
-  /** Writes made one at a time, each waiting for its message. */
-  prompt: number;
-  /** Median time from sending the write to the message's arrival: commit to leaving, and more. */
-  promptP50ms: number;
-}
+import { treeCpuSeconds } from '../harness/cpu.js';
+import { PLANTSTORE_BIN, ROOT, type Server, startServer, stop } from '../harness/servers.js';
+import { median } from '../harness/summary.js';
+import type { PhaseContext, WebhookFacts } from './facts.js';
 
 /**
  * A receiver answering 204, at once or, while `gate` is unresolved, once it resolves;

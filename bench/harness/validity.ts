@@ -1,9 +1,9 @@
 /**
  * When a row cannot be trusted: the load generator was the busy side, the server was held
  * back, someone else used the machine, or answers were not the expected ones. Pure; the
- * thresholds are the issue's (about 85% of a core) and the report prints them.
+ * report prints the thresholds (bench/README.md, "Validity").
  */
-import type { Start } from './contenders.js';
+import type { Start } from './servers.js';
 import type { Side } from './summary.js';
 
 export const LIMITS = {

@@ -1,10 +1,9 @@
 /** The tables of a run, in Markdown: results, validity, targets. Pure. */
-import type { HistoryFacts } from './history-phase.js';
-import type { ImportFacts } from './import-phase.js';
-import { DATA_SETS } from './plan.js';
-import type { Row } from './rows.js';
-import { SCENARIOS } from './scenarios.js';
-import type { Side } from './summary.js';
+import type { Side } from '../harness/summary.js';
+import type { HistoryFacts, ImportFacts } from '../phases/facts.js';
+import { DATA_SETS } from '../rows/plan.js';
+import type { Row } from '../rows/rows.js';
+import { SCENARIOS } from '../rows/scenarios.js';
 import { checks, type Facts, plantsText } from './targets.js';
 
 const fmt = (n: number | undefined, digits = 0): string =>
@@ -17,7 +16,7 @@ const pct = (share: number | undefined): string =>
 const tableOf = (head: string[], lines: string[][]): string =>
   [head, head.map(() => '---'), ...lines].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 
-/** The plants a row's data set holds: `1M`, or `1M + 1M client ids` (bench/seed.ts). */
+/** The plants a row's data set holds: `1M`, or `1M + 1M client ids` (bench/data/seed.ts). */
 export const plantsCell = (r: Row): string =>
   plantsText(r.plants) +
   (r.clientIds > 0 ? ` + ${plantsText(r.clientIds)} client ids above the counter` : '');

@@ -5,10 +5,8 @@
  */
 import { spawnSync } from 'node:child_process';
 import { machineCpu, treeCpuSeconds, processCpuSeconds } from './cpu.js';
-import type { Scenario } from './scenarios.js';
-import type { Keeper } from './seed.js';
 import type { Server } from './servers.js';
-import { runWrk, type WrkResult } from './wrk.js';
+import { type LoadSpec, runWrk, type WrkResult } from './wrk.js';
 
 /** What a contender is, for the rules and the report. */
 export interface Role {
@@ -16,14 +14,28 @@ export interface Role {
   database: 'sqlite' | 'postgres';
   /** plantstore's --durability; the yardsticks have none. */
   durability?: 'power' | 'process';
-  /** plantstore with --metrics-port: what measuring costs (issue 15: at most 3%). */
+  /** plantstore with --metrics-port: what measuring costs (at most 3%). */
   metrics?: boolean;
-  /** false: plantstore with an outbox that writes nothing (bench/no-outbox/; issue 14). */
+  /** false: plantstore with an outbox that writes nothing (bench/no-outbox/). */
   outbox?: boolean;
   /** A Fastify yardstick with Fastify's own logger and plugins (yardsticks/fastify-plugins.ts). */
   plugins?: boolean;
-  /** plantstore with this many webhook endpoints subscribed to plant.created (endpoints.ts). */
+  /** plantstore with this many webhook endpoints subscribed to plant.created (data/endpoints.ts). */
   endpoints?: number;
+}
+
+/**
+ * Puts a server's table back between turns, outside the measured time: the plants a DELETE
+ * turn removed, and the plants a POST turn added (bench/data/ has one for each database).
+ */
+export interface Keeper {
+  /** Puts plants from..to back as seeded, where missing. */
+  refill(from: number, to: number): Promise<void>;
+  /** Deletes the plants with an id above `plants`, but those clients chose in the seed. */
+  trim(plants: number): Promise<void>;
+  /** Deletes every webhook event, message and attempt: what the writes of a turn made. */
+  clearOutbox(): Promise<void>;
+  close(): Promise<void>;
 }
 
 /** A live server in the harness: where it runs, its data, and where its DELETE walk is. */
@@ -41,6 +53,25 @@ export interface Contender {
   redo?: () => Promise<void>;
   /** The PostgreSQL backends serving this server, whose CPU counts as the database's. */
   backends?: () => Promise<number[] | undefined>;
+}
+
+/** What a turn runs (bench/rows/scenarios.ts has them all). */
+export interface Scenario {
+  label: string;
+  /** The status every answer must have; wrk counts those above 399 as errors. */
+  expected: number;
+  load: LoadSpec;
+  /** Writes: the server waits for the disk or the database, not only for its CPU. */
+  writes: boolean;
+  /** Once per contender, before its first turn of this scenario. */
+  prepare?: (c: Contender) => Promise<void>;
+  /**
+   * After a turn, once the server is idle: puts the table back. Returns what to do once
+   * more before the contender's next turn, for a write that committed after this returned.
+   */
+  restore?: (c: Contender, result: WrkResult) => Promise<() => Promise<void>>;
+  /** One request for the probe before the measurement: method, path, body. */
+  probe: { method: string; path: (plants: number) => string; body?: string };
 }
 
 /** One turn's readings; CPU in seconds (core-seconds for the machine). */
@@ -107,7 +138,7 @@ export async function measureTurn(
   c.redo = undefined;
   // Every turn starts with nothing of earlier turns left for the kernel to write back:
   // otherwise a write turn's checkpoints fsync what the turns before it dirtied, and two
-  // copies of one server read 0.94 and 1.06 of each other on DELETE (bench/README.md).
+  // copies of one server read 0.94 and 1.06 of each other on DELETE (bench/HISTORY.md).
   spawnSync('sync');
   const backends = await c.backends?.();
   const idle = o.serverPids.filter((p) => p !== c.server.pid);

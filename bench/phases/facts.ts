@@ -1,0 +1,107 @@
+/**
+ * What a phase is given (PhaseContext) and what the phases find (Facts, beside the wrk rows):
+ * the types the phases write and the report reads, in a module of their own so that neither
+ * imports the other.
+ */
+import type { Start } from '../harness/servers.js';
+
+/** Where the servers run: `0` when pinned (wrk and the harness take core 1). */
+export interface Placement {
+  serverCores: string;
+  logLevel: string;
+}
+
+export interface PhaseContext {
+  dir: string;
+  at: Placement;
+  rounds: number;
+  turnSeconds: number;
+  wrkCore?: number;
+  facts: Facts;
+  log: (line: string) => void;
+}
+
+export interface Facts {
+  /** plantstore's starts on the large database: spawn to the first /healthz 200. */
+  starts: Start[];
+  /** Peak RSS (VmHWM) of each plantstore server at the end of its phase. */
+  rssMb: Record<string, number>;
+  /** write + fdatasync of 4 KiB in the benchmark's directory, median in ms. */
+  fsyncP50ms?: number;
+  largePlants: number;
+  smallPlants: number;
+  /** The webhook rows, when the run made them. */
+  webhooks?: WebhookFacts;
+  /** The import rows, when the run made them. */
+  imports?: ImportFacts;
+  /** Webhook deliveries and the audit trail read back, when the run made them. */
+  history?: HistoryFacts;
+}
+
+export interface WebhookFacts {
+  /** Messages in the backlog one process sent. */
+  messages: number;
+  /** From the sender's start (its first answers held until then) to the last receipt. */
+  deliveriesPerSecond: number;
+  /** The server's CPU over the same span, per delivery. */
+  cpuUsPerDelivery: number | undefined;
+  /** Writes made one at a time, each waiting for its message. */
+  prompt: number;
+  /** Median time from sending the write to the message's arrival: commit to leaving, and more. */
+  promptP50ms: number;
+}
+
+export const IMPORT_KINDS = ['without ids', 'with ids', 'without ids after with ids'] as const;
+export type ImportKind = (typeof IMPORT_KINDS)[number];
+
+export interface ImportRun {
+  database: 'SQLite' | 'PostgreSQL';
+  /** Plants 1..plants before the first import. */
+  plants: number;
+  kind: ImportKind;
+  lines: number;
+  /** The CLI's whole run, start to exit. */
+  seconds: number;
+  linesPerSecond: number;
+  /** The server's CPU over the import, per line. */
+  serverCpuUs?: number;
+  /** The CLI's own CPU, per line. */
+  cliCpuUs?: number;
+  /** The server's PostgreSQL backends' CPU, per line. */
+  dbCpuUs?: number;
+  /**
+   * Cores' worth of CPU that neither the server, its database backends, the CLI nor this
+   * harness used: someone else's load. Above LIMITS.otherMax the run is invalid.
+   */
+  otherCores?: number;
+}
+
+export interface ImportFacts {
+  lines: number;
+  runs: ImportRun[];
+  /** What went wrong: an import that failed or did not create every line. */
+  problems: string[];
+}
+
+export interface HistoryRun {
+  database: 'SQLite' | 'PostgreSQL';
+  /** Messages kept, or audit entries: one per plant of the data set. */
+  entries: number;
+  what: 'deliveries' | 'audit';
+  p50ms: number;
+  /** wrk's p99 (deliveries); the slowest of the runs (audit). */
+  p99ms: number;
+  /** Requests answered (deliveries), or runs of the command (audit). */
+  samples: number;
+  /**
+   * Cores' worth of CPU that neither the server, its PostgreSQL backends, wrk, the CLI nor
+   * this harness used (the audit command's own backend counts here: it is gone when the
+   * command is): someone else's load. Above LIMITS.otherMax the run is invalid.
+   */
+  otherCores?: number;
+}
+
+export interface HistoryFacts {
+  runs: HistoryRun[];
+  problems: string[];
+}
