@@ -6,12 +6,12 @@ import {
   cpuSince,
   parseProcStat,
   statCpuSeconds,
-} from '../../bench/harness/cpu.js';
-import { createdCount, importLines } from '../../bench/phases/imports.js';
-import { parseTcpTable } from '../../bench/data/postgres.js';
-import { figures, median, pairedRatios, side } from '../../bench/harness/summary.js';
-import type { TurnMeasure } from '../../bench/harness/turn.js';
-import { parseWrkOutput, type WrkResult } from '../../bench/harness/wrk.js';
+} from '../harness/cpu.js';
+import { createdCount, importLines } from '../phases/imports.js';
+import { parseTcpTable } from '../data/postgres.js';
+import { figures, median, pairedRatios, side } from '../harness/summary.js';
+import type { TurnMeasure } from '../harness/turn.js';
+import { parseWrkOutput, type WrkResult } from '../harness/wrk.js';
 
 // The benchmark's readings: /proc parsing, wrk's result line, and the figures made of them.
 

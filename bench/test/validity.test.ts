@@ -1,18 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CONTENDERS, fullPlan, selectGroups } from '../../bench/rows/plan.js';
-import type { Row } from '../../bench/rows/rows.js';
-import type { Side } from '../../bench/harness/summary.js';
+import { CONTENDERS, fullPlan, selectGroups } from '../rows/plan.js';
+import type { Row } from '../rows/rows.js';
+import type { Side } from '../harness/summary.js';
 import { readFileSync } from 'node:fs';
-import { MISSED_EXPLAINED, targetsTable } from '../../bench/report/tables.js';
-import type { HistoryRun, ImportKind, ImportRun } from '../../bench/phases/facts.js';
-import { checks, type Facts } from '../../bench/report/targets.js';
-import {
-  expectations,
-  selfCheckReasons,
-  sideReasons,
-  startReasons,
-} from '../../bench/harness/validity.js';
+import { MISSED_EXPLAINED, targetsTable } from '../report/tables.js';
+import type { HistoryRun, ImportKind, ImportRun } from '../phases/facts.js';
+import { checks, type Facts } from '../report/targets.js';
+import { expectations, selfCheckReasons, sideReasons, startReasons } from '../harness/validity.js';
 
 // When a row is invalid, what the targets say of a run, and the plan's consistency.
 
@@ -263,7 +258,7 @@ describe('the targets table', () => {
   it('points a missed target to its explanation, and that section exists', () => {
     assert.ok(targetsTable([row({})], facts).endsWith(MISSED_EXPLAINED));
     const section = /"([^"]+)"\.$/.exec(MISSED_EXPLAINED)?.[1];
-    const readme = readFileSync(new URL('../../bench/README.md', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
     assert.ok(section !== undefined && readme.includes(`\n## ${section}\n`), section);
   });
 

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { it } from 'node:test';
 import Database from 'better-sqlite3';
-import { cli, startServer } from '../helpers/server-process.js';
-import { makeTempDir } from '../helpers/temp-dir.js';
+import { cli, startServer } from '../../test/helpers/server-process.js';
+import { makeTempDir } from '../../test/helpers/temp-dir.js';
 
 // The benchmark's yardstick for what the webhook outbox costs (bench/no-outbox/) must be
 // plantstore with an outbox that writes nothing, and only that: the same server otherwise.

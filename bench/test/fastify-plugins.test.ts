@@ -3,9 +3,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { copyDatabase } from '../../bench/phases/contenders.js';
-import { seedSqlite } from '../../bench/data/seed.js';
-import { type Server, startServer, stop } from '../../bench/harness/servers.js';
+import { copyDatabase } from '../phases/contenders.js';
+import { seedSqlite } from '../data/seed.js';
+import { type Server, startServer, stop } from '../harness/servers.js';
 
 // The benchmark's Fastify-plugins yardstick (bench/yardsticks/fastify-plugins.ts) must give
 // the answers of the minimal Fastify yardstick, status, body and Link, refusals included,

@@ -3,12 +3,12 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { dropUndroppedSchemas, seedSchema } from '../../bench/data/postgres.js';
-import { SqliteKeeper, seedSqlite } from '../../bench/data/seed.js';
-import { openSqlite } from '../../bench/yardsticks/sqlite.js';
+import { dropUndroppedSchemas, seedSchema } from '../data/postgres.js';
+import { SqliteKeeper, seedSqlite } from '../data/seed.js';
+import { openSqlite } from '../yardsticks/sqlite.js';
 import { openStore, type StoreConfig } from '../../src/store/open.js';
-import { POSTGRES_SKIP, POSTGRES_URL } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/temp-dir.js';
+import { POSTGRES_SKIP, POSTGRES_URL } from '../../test/helpers/postgres.js';
+import { makeTempDir } from '../../test/helpers/temp-dir.js';
 
 // A benchmark interrupted by a signal leaves no schema behind: bench/run.ts calls
 // dropUndroppedSchemas then, since the phases' own cleanup does not run.

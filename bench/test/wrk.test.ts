@@ -5,9 +5,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { findWrk, runWrk, type LoadSpec, type WrkResult } from '../../bench/harness/wrk.js';
+import { findWrk, runWrk, type LoadSpec, type WrkResult } from '../harness/wrk.js';
 
-// The benchmark's load generator as it runs: wrk with bench/wrk/load.lua against a server
+// The benchmark's load generator as it runs: wrk with bench/harness/load.lua against a server
 // that records what it gets. Needs wrk (not installed in CI): skipped, and says so, without.
 
 const wrk = findWrk();
@@ -22,7 +22,7 @@ interface Seen {
   body: string;
 }
 
-describe('wrk with bench/wrk/load.lua', { skip: SKIP }, () => {
+describe('wrk with bench/harness/load.lua', { skip: SKIP }, () => {
   const seen: Seen[] = [];
   const server = createServer((req: IncomingMessage, res) => {
     let body = '';

@@ -3,8 +3,8 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { openSqlite } from '../../bench/yardsticks/sqlite.js';
-import { makeTempDir } from '../helpers/temp-dir.js';
+import { openSqlite } from '../yardsticks/sqlite.js';
+import { makeTempDir } from '../../test/helpers/temp-dir.js';
 import {
   pageAnswer,
   parseInt64,
@@ -12,7 +12,7 @@ import {
   plantJson,
   TokenCheck,
   validPlant,
-} from '../../bench/yardsticks/common.js';
+} from '../yardsticks/common.js';
 
 // The yardsticks' shared answers: they must give what plantstore gives for the benchmarked
 // operations (the harness also compares live answers before each group).
