@@ -1,23 +1,39 @@
 import { join } from 'node:path';
-import type { TestContext } from 'node:test';
+import { describe, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import type { Dialect } from '../../src/store/migrations.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
-import type { Store } from '../../src/store/store.js';
+import type { Durability, Store } from '../../src/store/store.js';
+import { leftOut } from './backend-filter.js';
 import { freshDatabase, POSTGRES_SKIP } from './postgres.js';
 import { makeTempDir } from './temp-dir.js';
 
-// The databases a suite runs on, as kysely loops its dialects (test/node/src/test-setup.ts
-// there): SQLite always, PostgreSQL when PLANTSTORE_TEST_DATABASE_URL names one (skipped,
-// and said so, when it does not). Real databases both, no mocks.
+// The databases a suite that writes runs on, in one loop, as kysely loops its dialects
+// (test/node/src/test-setup.ts there): SQLite, and PostgreSQL when
+// PLANTSTORE_TEST_DATABASE_URL names one (skipped, and said so, when it does not);
+// PLANTSTORE_TEST_BACKENDS narrows them (backend-filter.ts). Real databases both, no mocks.
 
-/** A new, empty database for one test. */
-export interface TestDatabase {
+export interface StoreOptions {
+  durability?: Durability;
+  /** PostgreSQL: the connections the store keeps at most (SQLite has one). */
+  poolSize?: number;
+}
+
+interface DatabaseAccess {
   /** The database as the CLI names it: `--db <file>` or `--database-url <url>`. */
   args: string[];
-  /** Opens (creating and migrating) a store on it; the caller closes it. */
-  open(): Promise<Store>;
+  /**
+   * Opens (creating and migrating) a store on it: another instance at each call, as another
+   * process would be. Closed after the test, if the test has not closed it (twice is harmless).
+   */
+  open(options?: StoreOptions): Promise<Store>;
+  /**
+   * Runs `sql` on a connection of the test's own, outside any store: the rows it answers.
+   * Placeholders are the database's own (`?` for SQLite, `$1` for PostgreSQL).
+   */
+  query<R = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<R[]>;
   /**
    * Sets the last id the server handed out, as if it had got that far (each database keeps
    * it its own way: a counter row, a sequence). The store must have migrated it first.
@@ -25,57 +41,103 @@ export interface TestDatabase {
   setLastAssigned(id: bigint): Promise<void>;
 }
 
+/** A new, empty database for one test. */
+export type TestDatabase =
+  | (DatabaseAccess & { dialect: 'sqlite'; file: string })
+  | (DatabaseAccess & { dialect: 'postgres'; url: string });
+
 export interface Backend {
   name: 'SQLite' | 'PostgreSQL';
-  /** Why the suite is skipped here, or false. */
+  dialect: Dialect;
+  /** Why the backend's tests are skipped here, or false. */
   skip: string | false;
   /** A database of its own for the test (a file, a schema), removed after it. */
   fresh(t: TestContext): Promise<TestDatabase>;
 }
 
 /** The SQLite database in `file`. */
-export function sqliteDatabase(file: string): TestDatabase {
+export function sqliteDatabase(t: TestContext, file: string): TestDatabase {
+  const query = async <R>(sql: string, params: unknown[] = []): Promise<R[]> => {
+    const db = new Database(file);
+    try {
+      const statement = db.prepare(sql);
+      if (statement.reader) return statement.all(...params) as R[];
+      statement.run(...params);
+      return [];
+    } finally {
+      db.close();
+    }
+  };
   return {
+    dialect: 'sqlite',
+    file,
     args: ['--db', file],
-    open: async () => openSqliteStore({ file }),
+    async open(options = {}) {
+      const store = openSqliteStore({ file, durability: options.durability });
+      t.after(() => store.close());
+      return store;
+    },
+    query,
     async setLastAssigned(id) {
-      const db = new Database(file);
-      try {
-        db.prepare('UPDATE plant_id_counter SET last = ?').run(id);
-      } finally {
-        db.close();
-      }
+      await query('UPDATE plant_id_counter SET last = ?', [id]);
     },
   };
 }
 
 /** The PostgreSQL database (and schema) `url` names. */
-export function postgresDatabase(url: string): TestDatabase {
+export function postgresDatabase(t: TestContext, url: string): TestDatabase {
+  let client: Promise<pg.Client> | undefined;
+  const connected = () =>
+    (client ??= (async () => {
+      const opened = new pg.Client({ connectionString: url });
+      await opened.connect();
+      t.after(() => opened.end());
+      return opened;
+    })());
+  const query = async <R>(sql: string, params: unknown[] = []): Promise<R[]> =>
+    (await (await connected()).query(sql, params)).rows as R[];
   return {
+    dialect: 'postgres',
+    url,
     args: ['--database-url', url],
-    open: () => openPostgresStore({ url }),
+    async open(options = {}) {
+      const store = await openPostgresStore({ url, ...options });
+      t.after(() => store.close());
+      return store;
+    },
+    query,
     async setLastAssigned(id) {
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      try {
-        await client.query("SELECT setval('plant_id_seq', $1)", [id.toString()]);
-      } finally {
-        await client.end();
-      }
+      await query("SELECT setval('plant_id_seq', $1)", [id.toString()]);
     },
   };
 }
 
 export const SQLITE: Backend = {
   name: 'SQLite',
-  skip: false,
-  fresh: async (t) => sqliteDatabase(join(makeTempDir(t), 'test.db')),
+  dialect: 'sqlite',
+  skip: leftOut('sqlite'),
+  fresh: async (t) => sqliteDatabase(t, join(makeTempDir(t), 'test.db')),
 };
 
 export const POSTGRES: Backend = {
   name: 'PostgreSQL',
+  dialect: 'postgres',
   skip: POSTGRES_SKIP,
-  fresh: async (t) => postgresDatabase(await freshDatabase(t)),
+  fresh: async (t) => postgresDatabase(t, await freshDatabase(t)),
 };
 
+/** Every backend, those skipped here included (their suites say why). */
 export const BACKENDS: readonly Backend[] = [SQLITE, POSTGRES];
+
+/**
+ * The one backend loop: declares `suite` once for each backend, in a describe named after it
+ * (skipped, and saying why, where the backend is not available or not asked for).
+ */
+export function forEachBackend(
+  suite: (backend: Backend) => void,
+  options: { timeout?: number } = {},
+): void {
+  for (const backend of BACKENDS) {
+    describe(backend.name, { ...options, skip: backend.skip }, () => suite(backend));
+  }
+}

@@ -1,18 +1,30 @@
 import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
-import { startProxy, type TcpProxy } from './tcp-proxy.js';
 import pg from 'pg';
+import { askedFor, leftOut } from './backend-filter.js';
+import { startProxy, type TcpProxy } from './tcp-proxy.js';
 
 /**
  * The PostgreSQL the tests may use: a URL of a database they may create schemas in
- * (`.ci/run` sets it). Unset, the PostgreSQL tests are skipped, and say so.
+ * (`.ci/run` sets it). Unset, the PostgreSQL tests are skipped, and say so; unset while
+ * PLANTSTORE_TEST_BACKENDS asks for postgres (as `.ci/run` does), every test file fails.
  */
-export const POSTGRES_URL = process.env.PLANTSTORE_TEST_DATABASE_URL;
+export const POSTGRES_URL = process.env.PLANTSTORE_TEST_DATABASE_URL || undefined;
 
-export const POSTGRES_SKIP =
-  POSTGRES_URL === undefined
-    ? 'PLANTSTORE_TEST_DATABASE_URL is unset: the PostgreSQL tests are SKIPPED'
-    : false;
+/** Why the PostgreSQL tests are skipped here, or false. */
+export const POSTGRES_SKIP = postgresSkip();
+
+function postgresSkip(): string | false {
+  const filtered = leftOut('postgres');
+  if (filtered) return `${filtered}: the PostgreSQL tests are SKIPPED`;
+  if (POSTGRES_URL !== undefined) return false;
+  if (askedFor('postgres')) {
+    throw new Error(
+      'PLANTSTORE_TEST_BACKENDS asks for postgres, but PLANTSTORE_TEST_DATABASE_URL is unset',
+    );
+  }
+  return 'PLANTSTORE_TEST_DATABASE_URL is unset: the PostgreSQL tests are SKIPPED';
+}
 
 if (POSTGRES_SKIP) process.stderr.write(`\n*** ${POSTGRES_SKIP} ***\n\n`);
 

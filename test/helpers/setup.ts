@@ -1,12 +1,17 @@
 import { join } from 'node:path';
-import { describe, type TestContext } from 'node:test';
+import type { TestContext } from 'node:test';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { Scope } from '../../src/core/scopes.js';
 import { type ComposeOptions, composeApp } from '../../src/server/compose.js';
 import { parseJson } from '../../src/api/json.js';
 import { TokenService } from '../../src/service/token-service.js';
 import type { Store } from '../../src/store/store.js';
-import { type Backend, BACKENDS, sqliteDatabase, type TestDatabase } from './backends.js';
+import {
+  type Backend,
+  forEachBackend as eachBackend,
+  sqliteDatabase,
+  type TestDatabase,
+} from './backends.js';
 import { OpenApiValidator } from './openapi-validator.js';
 import { makeTempDir } from './temp-dir.js';
 
@@ -49,7 +54,7 @@ export type Setup = (t: TestContext, options?: AppOptions) => Promise<TestApp>;
 /** A fresh app on a fresh SQLite database, closed when the test ends. */
 export async function setup(t: TestContext, options: AppOptions = {}): Promise<SqliteTestApp> {
   const file = join(makeTempDir(t), 'test.db');
-  return { ...(await start(t, options, sqliteDatabase(file))), file };
+  return { ...(await start(t, options, sqliteDatabase(t, file))), file };
 }
 
 /** `setup` on a fresh database of `backend` (a SQLite file, a PostgreSQL schema). */
@@ -60,16 +65,11 @@ export const setupOn =
   };
 
 /**
- * Declares `suite` once for each backend, in a describe named after it, as kysely loops
- * its dialects: the suite's tests call the `setup` it is given. Where a backend is not
- * available (no PostgreSQL to test on), its describe is skipped, and says why.
+ * The backend loop of backends.ts for suites of the app: each backend comes with the `setup`
+ * the suite's tests call, an app on a fresh database of that backend.
  */
-export function forEachBackend(suite: (backend: { name: string; setup: Setup }) => void): void {
-  for (const backend of BACKENDS) {
-    describe(backend.name, { skip: backend.skip }, () =>
-      suite({ name: backend.name, setup: setupOn(backend) }),
-    );
-  }
+export function forEachBackend(suite: (backend: Backend & { setup: Setup }) => void): void {
+  eachBackend((backend) => suite({ ...backend, setup: setupOn(backend) }));
 }
 
 async function start(
@@ -77,12 +77,15 @@ async function start(
   options: AppOptions,
   database: TestDatabase,
 ): Promise<TestApp> {
-  const store = await database.open();
-  const app = composeApp({ ...options, store });
+  // Registered before the store opens, so it runs before the store's own close: the app
+  // closes first, on a store still open.
+  const opened: { app?: FastifyInstance; store?: Store } = {};
   t.after(async () => {
-    await app.close();
-    await store.close();
+    await opened.app?.close();
+    await opened.store?.close();
   });
+  const store = (opened.store = await database.open());
+  const app = (opened.app = composeApp({ ...options, store }));
   await app.ready();
   // On the app's clock, if the test gave one: a token lives by the time the app sees.
   const { now } = options;
