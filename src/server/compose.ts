@@ -51,14 +51,19 @@ export function composeApp({
   // Nothing logs while the app is being built, so `app` is set before the first line.
   const log = laterLog(() => app.log);
   const counts = rateLimitCounts(rateLimits);
-  // One clock for the whole app: a test that moves it sees tokens expire and cached
-  // revocations lapse, as well as rate-limit windows end.
+  // One clock for the whole app: a test that moves it sees tokens expire, cached
+  // revocations lapse and idempotency keys age, as well as rate-limit windows end.
   const { now } = options;
+  const clock = now && { now: () => new Date(now()) };
   const app = buildApp({
     ...options,
-    plants: new PlantService(store.plants, store.idempotency, undefined, log),
-    tokens: new TokenService(store.tokens, now && (() => new Date(now())), log),
-    webhooks: new WebhookService(store.webhooks, webhookDestinations, webhookMaxEndpoints),
+    plants: new PlantService(store.plants, store.idempotency, { ...clock, log }),
+    tokens: new TokenService(store.tokens, { ...clock, log }),
+    webhooks: new WebhookService(store.webhooks, {
+      ...clock,
+      checkDestination: webhookDestinations,
+      maxEndpoints: webhookMaxEndpoints,
+    }),
     rateLimitCounts: counts,
     ready: () => store.ping(),
   });

@@ -30,14 +30,25 @@ export interface Writer extends WriteOrigin {
   tokenId: number;
 }
 
+export interface PlantServiceOptions {
+  /** Dates the claims of idempotency keys, and so ages them; the wall clock by default. */
+  now?: () => Date;
+  log?: Log;
+}
+
 /** The plant operations of the API, in terms of the store and the error catalogue. */
 export class PlantService {
+  private readonly now: () => Date;
+  private readonly log: Log;
+
   constructor(
     private readonly store: PlantStore,
     private readonly keys: IdempotencyStore,
-    private readonly now: () => Date = () => new Date(),
-    private readonly log: Log = silentLog,
-  ) {}
+    { now = () => new Date(), log = silentLog }: PlantServiceOptions = {},
+  ) {
+    this.now = now;
+    this.log = log;
+  }
 
   /**
    * With an Idempotency-Key (IETF httpapi draft): the first request with the key creates,

@@ -26,6 +26,12 @@ export interface CreateTokenInput {
 /** What `authenticate` gives: at once when the answer is cached, else once the store answers. */
 export type Authenticated = TokenRecord | undefined | Promise<TokenRecord | undefined>;
 
+export interface TokenServiceOptions {
+  /** Dates tokens, checks their expiry and ages the cache; the wall clock by default. */
+  now?: () => Date;
+  log?: Log;
+}
+
 /** Issues, checks and revokes access tokens. */
 export class TokenService {
   private readonly lastTouched = new Map<number, number>();
@@ -37,12 +43,16 @@ export class TokenService {
   private readonly inFlight = new Map<string, Promise<TokenRecord | undefined>>();
   /** Counts revocations made through this service, to spot a lookup that raced one. */
   private revocations = 0;
+  private readonly now: () => Date;
+  private readonly log: Log;
 
   constructor(
     private readonly store: TokenStore,
-    private readonly now: () => Date = () => new Date(),
-    private readonly log: Log = silentLog,
-  ) {}
+    { now = () => new Date(), log = silentLog }: TokenServiceOptions = {},
+  ) {
+    this.now = now;
+    this.log = log;
+  }
 
   /** Returns the token itself, which is never stored and cannot be shown again. */
   async create(input: CreateTokenInput): Promise<{ token: string; record: TokenRecord }> {

@@ -46,16 +46,38 @@ const SECRET_BYTES = 32;
  */
 export const DEFAULT_MAX_ENDPOINTS = 100;
 
+export interface WebhookServiceOptions {
+  /** Refuses URLs that are not http(s), carry credentials or resolve to a private address. */
+  checkDestination: DestinationCheck;
+  /** DEFAULT_MAX_ENDPOINTS by default. */
+  maxEndpoints?: number;
+  /** Dates endpoints, secret rotations and retries; the wall clock by default. */
+  now?: () => Date;
+  /** Makes the signing secrets; crypto's randomBytes by default. */
+  random?: (size: number) => Uint8Array;
+}
+
 /** The webhook subscriptions of the API, in terms of the store and the error catalogue. */
 export class WebhookService {
+  private readonly checkDestination: DestinationCheck;
+  private readonly maxEndpoints: number;
+  private readonly now: () => Date;
+  private readonly random: (size: number) => Uint8Array;
+
   constructor(
     private readonly store: WebhookStore,
-    /** Refuses URLs that are not http(s), carry credentials or resolve to a private address. */
-    private readonly checkDestination: DestinationCheck,
-    private readonly maxEndpoints: number = DEFAULT_MAX_ENDPOINTS,
-    private readonly now: () => Date = () => new Date(),
-    private readonly random: (size: number) => Uint8Array = randomBytes,
-  ) {}
+    {
+      checkDestination,
+      maxEndpoints = DEFAULT_MAX_ENDPOINTS,
+      now = () => new Date(),
+      random = randomBytes,
+    }: WebhookServiceOptions,
+  ) {
+    this.checkDestination = checkDestination;
+    this.maxEndpoints = maxEndpoints;
+    this.now = now;
+    this.random = random;
+  }
 
   async create({ url, events, description }: NewSubscription): Promise<WithSecret> {
     await this.check(url);

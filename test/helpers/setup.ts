@@ -89,7 +89,7 @@ async function start(
   await app.ready();
   // On the app's clock, if the test gave one: a token lives by the time the app sees.
   const { now } = options;
-  const tokens = new TokenService(store.tokens, now && (() => new Date(now())));
+  const tokens = new TokenService(store.tokens, now && { now: () => new Date(now()) });
   const newToken = async (
     scopes: Scope[] = ['plants:read', 'plants:write'],
     expiresInMs: number | null = null,

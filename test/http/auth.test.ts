@@ -132,7 +132,7 @@ test('an expired token is 401 40101 invalid_token', async (t) => {
 
 test('a token created with a clock in the past and expired by now is 401 40101', async (t) => {
   const { call, store } = await setup(t);
-  const past = new TokenService(store.tokens, () => new Date(Date.now() - 3_600_000));
+  const past = new TokenService(store.tokens, { now: () => new Date(Date.now() - 3_600_000) });
   const { token } = await past.create({
     name: 'old',
     scopes: ['plants:read'],

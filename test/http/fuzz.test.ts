@@ -821,7 +821,9 @@ const withTokens = (text: string, tokens: Tokens): string =>
 
 async function makeTokens(ctx: TestApp): Promise<Tokens> {
   // Issued an hour ago for a minute: expired, without waiting for it to expire.
-  const anHourAgo = new TokenService(ctx.store.tokens, () => new Date(Date.now() - 3_600_000));
+  const anHourAgo = new TokenService(ctx.store.tokens, {
+    now: () => new Date(Date.now() - 3_600_000),
+  });
   const expired = (
     await anHourAgo.create({
       name: 'expired',

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { describe, it } from 'node:test';
-import { fingerprintOf } from '../../src/core/idempotency.js';
+import { fingerprintOf, IDEMPOTENCY_KEY_TTL_MS } from '../../src/core/idempotency.js';
 import { PlantService } from '../../src/service/plant-service.js';
 import { ApiError } from '../../src/core/errors.js';
 import { KeyNotHeldError, StoreUnavailableError } from '../../src/store/store.js';
@@ -34,6 +34,26 @@ forEachBackend(({ setup }) => {
       assert.equal(again.headers.etag, first.headers.etag);
       const list = await call({ method: 'GET', url: '/plants' });
       assert.equal(list.body, `[${first.body}]`);
+    });
+
+    it('a key expires by the app clock: replayed until its TTL is out, then it creates again', async (t) => {
+      // The clock the app is given, not the wall clock, must age the key: a test moving it
+      // a day on would otherwise still see the first answer.
+      let now = Date.now();
+      const { call } = await setup(t, { now: () => now });
+      const first = await call(post('{"name":"Fern"}', '"k-day"'));
+      assert.equal(first.statusCode, 201, first.body);
+      now += IDEMPOTENCY_KEY_TTL_MS - 1_000;
+      const kept = await call(post('{"name":"Fern"}', '"k-day"'));
+      assert.equal(kept.headers['idempotent-replayed'], 'true');
+      assert.equal(kept.headers.location, first.headers.location);
+      now += 2_000;
+      const fresh = await call(post('{"name":"Fern"}', '"k-day"'));
+      assert.equal(fresh.statusCode, 201, fresh.body);
+      assert.equal(fresh.headers['idempotent-replayed'], undefined);
+      assert.notEqual(fresh.headers.location, first.headers.location);
+      const list = await call({ method: 'GET', url: '/plants' });
+      assert.equal((JSON.parse(list.body) as unknown[]).length, 2);
     });
 
     it('without a key, the same body creates twice', async (t) => {

@@ -12,8 +12,8 @@ function services(t: Parameters<typeof makeTempDir>[0]) {
   let now = Date.parse('2026-01-01T00:00:00Z');
   const clock = () => new Date(now);
   return {
-    server: new TokenService(store.tokens, clock),
-    cli: new TokenService(store.tokens, clock),
+    server: new TokenService(store.tokens, { now: clock }),
+    cli: new TokenService(store.tokens, { now: clock }),
     advance: (ms: number) => (now += ms),
   };
 }
@@ -88,7 +88,7 @@ test('a stale token is re-checked with one query, and stays known meanwhile', as
       return store.tokens.findByHash(hash);
     },
   };
-  const tokens = new TokenService(counting, () => new Date(now));
+  const tokens = new TokenService(counting, { now: () => new Date(now) });
   const { token, record } = await tokens.create({ name: 'x', scopes: [], expiresInMs: null });
   assert.equal((await tokens.authenticate(token))?.id, record.id);
   now += TOKEN_CACHE_TTL_MS;
