@@ -109,9 +109,9 @@ export function reasonsList(rows: Row[], runReasons: string[]): string {
   return [...run, ...lines].join('\n') || 'Every row is valid.';
 }
 
-/** Where a missed target's profile and what would close it are kept (bench/README.md). */
+/** Where a missed target's profile and what would close it are kept (bench/HISTORY.md). */
 export const MISSED_EXPLAINED =
-  'Why each missed target misses, with the profiles, and what would close it: `bench/README.md`, "Missed targets, explained".';
+  'Why each missed target misses, with the profiles, and what would close it: `bench/HISTORY.md`, "Missed targets, explained".';
 
 export function targetsTable(rows: Row[], facts: Facts): string {
   const verdict = (met: boolean | undefined) =>

@@ -47,7 +47,7 @@ export function openSqlite(file: string) {
    * its first row, before SQLite reports it done, and a commit finished by a reset runs no WAL
    * hook: the automatic checkpoint never ran, the WAL grew by about 200 MB a second under
    * load, and the yardstick was spared the checkpoints' copying and syncing that any SQLite
-   * application pays (bench/README.md, "The instrument").
+   * application pays (bench/HISTORY.md).
    */
   const create = (name: string, tag: string | null): PlantRow =>
     statements.insert.all(name, tag)[0]!;

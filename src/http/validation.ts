@@ -71,7 +71,7 @@ const PLAIN_INT64_KEYS = new Set(['type', 'format', 'description']);
 /**
  * A path whose parameters are all plain int64 ids (the plants' and the webhooks'): when the
  * int64 parser takes every one, the schema takes them too, so its validator and the copy
- * before it are skipped (a third of what validation cost a GET one, bench/README.md).
+ * before it are skipped (a third of what validation cost a GET one, bench/HISTORY.md).
  * Answers undefined for any other schema, and the function undefined for any value it does
  * not take, which then goes the whole way, to the same refusal as before.
  */

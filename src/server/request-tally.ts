@@ -14,7 +14,7 @@ interface RouteSeries {
  * Requests by route template, method and status, and their latencies, counted in plain
  * objects on the request path and handed to prom-client only when scraped: its own `inc`
  * and `observe` check and hash their labels on every call, about 2 µs a request, 3% of a
- * GET one (bench/README.md). prom-client still writes the text and sums the workers.
+ * GET one (bench/HISTORY.md). prom-client still writes the text and sums the workers.
  */
 export class RequestTally {
   readonly series = new Map<string, RouteSeries>();
