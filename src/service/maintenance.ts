@@ -34,10 +34,10 @@ export interface PrunedStore {
  * The background loop that keeps the tables that grow with writes bounded, once a minute on
  * every process (rounds on several processes at once delete nothing twice): the records of
  * ids taken that no create needs any more (PostgreSQL; SQLite's creates prune their own), the
- * Idempotency-Keys expired (claims delete some on their way too, but only while creates with
- * keys go on), and, with a retention, the audit entries older than it. Webhook messages past
- * their retention are deleted by the dispatcher's housekeeping, ended rate-limit windows by
- * RateLimitSync. Each table's bound is in docs/operating.md, "Tables and their growth".
+ * Idempotency-Keys expired (nothing else deletes them), and, with a retention, the audit
+ * entries older than it. Webhook messages past their retention are deleted by the
+ * dispatcher's housekeeping, ended rate-limit windows by RateLimitSync. Each table's bound
+ * is in docs/operating.md, "Tables and their growth".
  */
 export class Maintenance {
   private timer: NodeJS.Timeout | undefined;

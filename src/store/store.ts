@@ -89,8 +89,8 @@ export interface IdempotencyStore {
   release(key: ClaimedKey): Promise<void>;
   /**
    * Deletes up to `batch` keys expired at `now`; answers how many (fewer than `batch`: none
-   * is left). Claims delete a few expired keys on their way too; this keeps the table to a
-   * day's keys also when creates with keys stop.
+   * is left). The maintenance loop's: claims delete no key but the one they take over, so
+   * this alone keeps the table to a day's keys.
    */
   prune(now: Date, batch: number): Promise<number>;
 }

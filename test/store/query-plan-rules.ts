@@ -243,9 +243,9 @@ export async function postgresFindings(
   client: pg.Client,
   recorded: ReadonlyMap<string, RecordedStatement>,
   growing: ReadonlySet<string>,
-  { analyze = true } = {},
+  { analyze = true, filled = true } = {},
 ): Promise<{ findings: Finding[]; planned: number }> {
-  await fill(client, { analyze });
+  if (filled) await fill(client, { analyze });
   const functions = (
     await client.query<{ name: string }>(
       'SELECT proname AS name FROM pg_proc WHERE pronamespace = current_schema()::regnamespace',
@@ -268,6 +268,8 @@ export async function postgresFindings(
     if (!PLANNED.test(text.trim())) continue;
     planned += 1;
     if (planEachTime) {
+      // Planned with the tables as they are each time: on empty ones, a scan is right.
+      if (!filled) continue;
       const json = await client.query(`EXPLAIN (COSTS OFF, FORMAT JSON) ${text}`, values);
       const plan = (json.rows[0] as { 'QUERY PLAN': { Plan: PlanNode }[] })['QUERY PLAN'][0]!;
       judge(name, text, plan.Plan, JSON.stringify(plan.Plan, null, 1));
@@ -290,8 +292,9 @@ export async function postgresFindings(
     const called = functions.filter((fn) => new RegExp(`\\b${fn}\\s*\\(`).test(text));
     if (called.length > 0) {
       const nested = await nestedPlans(client, text, values);
+      // On empty tables a function may return before it runs a statement.
       assert.ok(
-        nested.length > 0,
+        nested.length > 0 || !filled,
         `${name} calls ${called.join(', ')}, but no statement inside was planned: ` +
           'give the test data on which it runs them',
       );

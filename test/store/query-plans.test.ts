@@ -127,14 +127,6 @@ const POSTGRES_ALLOWED: Allowance[] = [
       'audit_by_time; SQLite plans it alike (SEARCH rowid>?)',
   },
   {
-    statement: 'idempotency.claim',
-    table: 'idempotency_keys',
-    kind: 'Index Scan of a range of idempotency_keys_by_expiry, filtered',
-    reason:
-      'the purge of expired keys: their range of idempotency_keys_by_expiry, LIMIT 100; the ' +
-      'filter only leaves out the key being claimed',
-  },
-  {
     statement: 'rateLimits.purge',
     table: 'rate_limits',
     kind: 'Seq Scan',
@@ -196,12 +188,18 @@ describe('query plans', () => {
     report(findings, SQLITE_ALLOWED);
   });
 
-  // Twice: on statistics that are current, and on none at all, as after a burst of writes
+  // Three times: on statistics that are current; on none at all, as after a burst of writes
   // that autovacuum has not analysed yet (or with autovacuum off): a plan that is right only
-  // while the statistics are would turn a request into a scan of the table in between.
-  for (const analyze of [true, false]) {
+  // while the statistics are would turn a request into a scan of the table in between; and
+  // on the store as it is when the server starts, empty. A prepared statement's generic plan
+  // is made after its first runs and kept by the connection until the table is analysed:
+  // made on empty tables, it may read a table whole, and go on doing so as the table grows
+  // (every create with an Idempotency-Key read all the day's keys). Statements planned each
+  // time are explained with their values, on the tables as they are then.
+  const states = { analysed: true, 'never analysed': false, 'as a new store plans it': 'new' };
+  for (const [state, analyze] of Object.entries(states)) {
     it(
-      `PostgreSQL: no statement of the store scans or sorts a growing table (${analyze ? 'analysed' : 'never analysed'})`,
+      `PostgreSQL: no statement of the store scans or sorts a growing table (${state})`,
       { skip: POSTGRES_SKIP },
       async (t) => {
         const url = await freshDatabase(t);
@@ -245,7 +243,7 @@ describe('query plans', () => {
           GROWING,
           SMALL,
         );
-        if (!analyze) {
+        if (analyze !== true) {
           for (const table of GROWING) {
             if (rows.some((row) => row.name === table)) {
               await client.query(`ALTER TABLE ${table} SET (autovacuum_enabled = off)`);
@@ -253,11 +251,12 @@ describe('query plans', () => {
           }
         }
         const { findings, planned } = await postgresFindings(client, recorded, GROWING, {
-          analyze,
+          analyze: analyze === true,
+          filled: analyze !== 'new',
         });
         t.diagnostic(`${planned} PostgreSQL statements planned`);
         assert.ok(planned >= 40, `only ${planned} statements recorded: is the recording broken?`);
-        report(findings, POSTGRES_ALLOWED, analyze);
+        report(findings, POSTGRES_ALLOWED, analyze === true);
       },
     );
   }

@@ -23,10 +23,12 @@ export function postgresAudit(query: Query): AuditStore {
       const { rowCount } = await query(
         'audit.prune',
         // = ANY(ARRAY(...)), not IN (...): with IN the planner joins the batch to a scan of
-        // the whole trail.
+        // the whole trail. Planned each time: prepared, it would keep the plan made for the
+        // trail its first rounds saw, small enough to read whole (see query.ts).
         `DELETE FROM audit_log WHERE seq = ANY(ARRAY(
            SELECT seq FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2))`,
         [before, batch],
+        { planEachTime: true },
       );
       return rowCount ?? 0;
     },

@@ -14,9 +14,12 @@ export type Query = <R extends pg.QueryResultRow>(
 
 export interface QueryOptions {
   /**
-   * Planned anew with its values each time, not prepared: for a statement whose best plan
-   * depends on them, where the generic plan PostgreSQL settles on for a prepared statement
-   * would read what other users wrote (see webhooks.ts, deliveries).
+   * Planned anew with its values each time, not prepared. A prepared statement's plan is
+   * made once per connection, after its first five runs, for the tables as they were then,
+   * and kept until the table is analysed (never, with autovacuum off): on a store that
+   * started empty, a statement whose plan depends on the table's size keeps a scan of all of
+   * it. Such statements, and those whose best plan depends on their values (webhooks.ts,
+   * deliveries), are planned each time; test/store/query-plans.test.ts finds them.
    */
   planEachTime?: boolean;
 }

@@ -67,14 +67,21 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
     async claim(now, leaseMs, limit, shares): Promise<ClaimedMessage[]> {
       const until = new Date(now.getTime() + leaseMs);
       const named = [...(shares?.endpoints ?? [])];
-      const { rows } = await query<ClaimRow>('webhooks.claim', CLAIM, [
-        now,
-        until,
-        limit,
-        shares?.perEndpoint ?? limit,
-        named.map(([id]) => id.toString()),
-        named.map(([, n]) => n),
-      ]);
+      // Planned each time (see query.ts): the plan a process settles on for its first claims,
+      // on a queue that is still small, reads all of webhook_messages to update the claimed.
+      const { rows } = await query<ClaimRow>(
+        'webhooks.claim',
+        CLAIM,
+        [
+          now,
+          until,
+          limit,
+          shares?.perEndpoint ?? limit,
+          named.map(([id]) => id.toString()),
+          named.map(([, n]) => n),
+        ],
+        { planEachTime: true },
+      );
       return rows.map((row) => toClaimed(row, now, until, postgresTime));
     },
     finish: (messageId, claimedUntil, attempt, next) =>
@@ -113,6 +120,8 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
       // In batches, so that no statement holds thousands of row locks for long, each read in
       // completed_at order: only webhook_messages_completed gives that order, so the plan is
       // that index whatever the statistics say (a planner with stale ones scanned the table).
+      // Planned each time (see query.ts): the plan of the first purges, on a small table,
+      // reads the table whole.
       let purged = 0;
       for (;;) {
         const { rowCount } = await query(
@@ -121,6 +130,7 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
              SELECT id FROM webhook_messages WHERE status <> 'pending' AND completed_at < $1
              ORDER BY completed_at LIMIT ${PURGE_BATCH}))`,
           [before],
+          { planEachTime: true },
         );
         purged += rowCount ?? 0;
         if ((rowCount ?? 0) < PURGE_BATCH) return purged;

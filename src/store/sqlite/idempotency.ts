@@ -12,12 +12,10 @@ import type { IdempotencyStore } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites } from './query.js';
 
-/** Expired keys one claim deletes at most: keeps the table from growing without a job. */
-const PURGE_BATCH = 100;
-
 function prepare(db: Database.Database) {
   return {
-    // A new key is inserted, an expired or abandoned one taken over (TAKE_KEY).
+    // A new key is inserted, an expired or abandoned one taken over (TAKE_KEY). Expired keys
+    // of others are the maintenance loop's, as on PostgreSQL (see there why).
     take: db.prepare(
       `INSERT INTO idempotency_keys AS k
          (token_id, key, fingerprint, created_at, expires_at, lease_until)
@@ -28,7 +26,7 @@ function prepare(db: Database.Database) {
       `SELECT fingerprint, status, plant_id, plant_name, plant_tag, plant_version, error_code,
          error_message FROM idempotency_keys WHERE token_id = ? AND key = ?`,
     ),
-    // Up to a number of keys expired at a time: a claim's purge on its way, or a prune.
+    // Up to a number of keys expired at a time: a maintenance round's batch.
     prune: db.prepare(
       `DELETE FROM idempotency_keys WHERE rowid IN
          (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`,
@@ -60,11 +58,10 @@ export function sqliteIdempotency(db: Database.Database, batches: GroupCommit): 
 }
 
 function claim(
-  { prune, take, read }: Statements,
+  { take, read }: Statements,
   { tokenId, key, fingerprint, at }: IdempotencyClaim,
 ): ClaimOutcome {
   const now = at.getTime();
-  prune.run(now, PURGE_BATCH);
   const taken = take.get({
     tokenId,
     key,
