@@ -16,13 +16,14 @@ import {
   PlantExistsError,
   type Store,
 } from '../../src/store/store.js';
+import { forEachBackend } from '../helpers/backends.js';
 
 /**
- * The Store contract, independent of the database. Each adapter's test file calls
- * `storeContract('sqlite', open)`; `open` returns a fresh, empty store for the test and
- * registers its own clean-up on `t` (closing twice must be harmless).
+ * The Store contract, independent of the database, on each backend of the loop: `open`
+ * returns a fresh, empty store for the test and registers its own clean-up on `t` (closing
+ * twice must be harmless).
  */
-export function storeContract(name: string, open: (t: TestContext) => Promise<Store>): void {
+function storeContract(open: (t: TestContext) => Promise<Store>): void {
   const ids = (plants: Plant[]) => plants.map((plant) => plant.id);
   /** A stored plant as its representation: the version left out (tested on its own). */
   const shown = (plant: StoredPlant | undefined): Plant | undefined => {
@@ -40,7 +41,7 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
     ...overrides,
   });
 
-  describe(name, () => {
+  describe('the store contract', () => {
     describe('plants.insert', () => {
       it('stores a plant with the id given and returns it', async (t) => {
         const store = await open(t);
@@ -771,3 +772,5 @@ export function storeContract(name: string, open: (t: TestContext) => Promise<St
     });
   });
 }
+
+forEachBackend((backend) => storeContract(async (t) => (await backend.fresh(t)).open()));

@@ -8,17 +8,13 @@ import { migratePostgres } from '../../src/store/postgres/migrate.js';
 import { connectionConfig, openPostgresStore } from '../../src/store/postgres/open.js';
 import { UNKNOWN_VERSION } from '../../src/store/rows.js';
 import { freshDatabase, POSTGRES_SKIP, POSTGRES_URL } from '../helpers/postgres.js';
-import { storeContract } from './store-contract.js';
+
+// What only PostgreSQL has: its migrations, instances migrating together, its connection
+// settings. The store contract runs on SQLite and PostgreSQL alike (store-contract.test.ts).
 
 if (POSTGRES_SKIP) {
-  it('postgres store contract', { skip: POSTGRES_SKIP }, () => {});
+  it('postgres migrations', { skip: POSTGRES_SKIP }, () => {});
 } else {
-  storeContract('postgres store contract', async (t) => {
-    const store = await openPostgresStore({ url: await freshDatabase(t) });
-    t.after(() => store.close());
-    return store;
-  });
-
   describe('postgres migrations', () => {
     it('instances starting together on an empty database migrate it once', async (t) => {
       const url = await freshDatabase(t);
