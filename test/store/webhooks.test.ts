@@ -1,16 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import pg from 'pg';
 import { INT64_MAX } from '../../src/core/int64.js';
 import { plantPayload } from '../../src/core/webhooks/events.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
-import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { PlantExistsError, type Store } from '../../src/store/store.js';
+import { forEachBackend } from '../helpers/backends.js';
 import { fanOutAll } from '../helpers/fan-out.js';
-import { freshDatabase, freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
 
 /** Opens a second store on the same database as the first, or the first one. */
 type Open = (t: TestContext) => Promise<{ store: Store; another: () => Promise<Store> }>;
@@ -37,8 +34,9 @@ async function subscribe(store: Store, events = ['plant.created'] as const) {
 /** Claims everything due far in the future (message times are the wall clock's). */
 const FAR = new Date('2100-01-01T00:00:00Z');
 
-function webhookContract(name: string, open: Open): void {
-  describe(name, () => {
+/** The webhook store contract, on each backend of the loop. */
+function webhookContract(open: Open): void {
+  describe('the webhook store contract', () => {
     it('keeps endpoints: create, read, list, merge-patch, rotate, delete', async (t) => {
       const { store } = await open(t);
       const a = await store.webhooks.create({
@@ -366,37 +364,15 @@ function webhookContract(name: string, open: Open): void {
   });
 }
 
-webhookContract('sqlite webhooks', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'plantstore-webhooks-'));
-  const file = join(dir, 'w.db');
-  const opened: Store[] = [];
-  t.after(async () => {
-    for (const s of opened) await s.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const openOne = async () => {
-    const s = openSqliteStore({ file, durability: 'process' });
-    opened.push(s);
-    return s;
-  };
-  return { store: await openOne(), another: openOne };
-});
-
-if (POSTGRES_SKIP) {
-  it('postgres webhooks', { skip: POSTGRES_SKIP }, () => {});
-} else {
-  webhookContract('postgres webhooks', async (t) => {
-    const url = await freshDatabase(t);
-    const opened: Store[] = [];
-    t.after(() => Promise.all(opened.map((s) => s.close())));
-    const openOne = async () => {
-      const s = await openPostgresStore({ url, poolSize: 4 });
-      opened.push(s);
-      return s;
-    };
-    return { store: await openOne(), another: openOne };
-  });
-}
+forEachBackend((backend) =>
+  webhookContract(async (t) => {
+    const db = await backend.fresh(t);
+    // SQLite without the fsync of each commit; PostgreSQL with room for concurrent claims.
+    const options = db.dialect === 'sqlite' ? { durability: 'process' as const } : { poolSize: 4 };
+    const another = () => db.open(options);
+    return { store: await another(), another };
+  }),
+);
 
 if (!POSTGRES_SKIP) {
   it('postgres: a fan-out that writes messages NOTIFYs plantstore_webhooks in its commit; a write does not', async (t) => {
