@@ -1,13 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { AuditAction, WriteOrigin } from '../../core/audit.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
-import {
-  type PlantRow,
-  STORED_PLANT_COLUMNS,
-  type StoredPlantRow,
-  toPlant,
-  toStoredPlant,
-} from '../rows.js';
+import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
   type InsertOptions,
@@ -18,63 +12,9 @@ import {
 } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
 import { type PlantIds, sqlitePlantIds } from './plant-ids.js';
+import { prepareReads, prepareWrites, type Reads, type Writes } from './plant-statements.js';
 import { batchedWrites, guard, isSqliteError } from './query.js';
 import type { Outbox } from './webhooks.js';
-
-const COLUMNS = 'id, name, tag';
-// Writes read the version too. A new plant gets its version from the column's default
-// (random()), a changed one a new random() (see the migration 0005_plant_versions).
-const STORED = STORED_PLANT_COLUMNS;
-
-/** The statements that read plants. */
-function prepareReads(db: Database.Database) {
-  const page = (where: string) =>
-    db.prepare(`SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT @limit`);
-  return {
-    getOne: db.prepare(`SELECT ${STORED} FROM plants WHERE id = ?`),
-    pages: {
-      all: page(''),
-      after: page('WHERE id > @after'),
-      tag: page('WHERE tag = @tag'),
-      tagAfter: page('WHERE tag = @tag AND id > @after'),
-    },
-  };
-}
-
-/** The statements that write plants, and the audit entries and keys that go with them. */
-function prepareWrites(db: Database.Database) {
-  return {
-    insertWithId: db.prepare(
-      `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${STORED}`,
-    ),
-    insertIfFree: db.prepare(
-      `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING
-       RETURNING ${STORED}`,
-    ),
-    update: db.prepare(
-      `UPDATE plants SET name = coalesce(@name, name),
-         tag = CASE WHEN @setTag THEN @tag ELSE tag END, version = random()
-       WHERE id = @id RETURNING ${STORED}`,
-    ),
-    remove: db.prepare('DELETE FROM plants WHERE id = ?'),
-    audit: db.prepare(
-      `INSERT INTO audit_log (at, action, plant_id, token_id, request_id,
-         before_name, before_tag, after_name, after_tag)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ),
-    settleCreated: db.prepare(
-      `UPDATE idempotency_keys SET status = 201, plant_id = ?, plant_name = ?, plant_tag = ?,
-         plant_version = ?
-       WHERE token_id = ? AND key = ? AND status IS NULL`,
-    ),
-    keyHeld: db.prepare(
-      'SELECT 1 FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
-    ),
-  };
-}
-
-type Reads = ReturnType<typeof prepareReads>;
-type Writes = ReturnType<typeof prepareWrites>;
 
 /**
  * Plant writes, each with its webhook event (`outbox`) in its own savepoint; `wake` is

@@ -1,11 +1,38 @@
 import type Database from 'better-sqlite3';
 import type { TokenRecord } from '../../core/tokens.js';
+import { scopesFromText } from '../rows.js';
 import type { NewToken, RevokeOutcome, TokenStore } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard } from './query.js';
-import { type TokenRow, toToken } from './rows.js';
 
 const COLUMNS = 'id, name, hash, scopes, created_at, expires_at, last_used_at, revoked_at';
+
+// Rows as better-sqlite3 returns them with safe integers on: every INTEGER is a bigint.
+interface TokenRow {
+  id: bigint;
+  name: string;
+  hash: string;
+  scopes: string;
+  created_at: bigint;
+  expires_at: bigint | null;
+  last_used_at: bigint | null;
+  revoked_at: bigint | null;
+}
+
+const toDate = (ms: bigint | null) => (ms === null ? null : new Date(Number(ms)));
+
+function toToken(row: TokenRow): TokenRecord {
+  return {
+    id: Number(row.id),
+    name: row.name,
+    hash: row.hash,
+    scopes: scopesFromText(row.scopes),
+    createdAt: toDate(row.created_at)!,
+    expiresAt: toDate(row.expires_at),
+    lastUsedAt: toDate(row.last_used_at),
+    revokedAt: toDate(row.revoked_at),
+  };
+}
 
 function prepare(db: Database.Database) {
   return {

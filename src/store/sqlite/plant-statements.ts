@@ -1,0 +1,59 @@
+// The SQL of plantstore's plant writes and reads on SQLite (src/store/sqlite/plants.ts runs
+// them in its transactions), as postgres/plant-statements.ts holds PostgreSQL's.
+import type Database from 'better-sqlite3';
+import { STORED_PLANT_COLUMNS } from '../rows.js';
+
+const COLUMNS = 'id, name, tag';
+// Writes read the version too. A new plant gets its version from the column's default
+// (random()), a changed one a new random() (see the migration 0005_plant_versions).
+const STORED = STORED_PLANT_COLUMNS;
+
+/** The statements that read plants. */
+export function prepareReads(db: Database.Database) {
+  const page = (where: string) =>
+    db.prepare(`SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT @limit`);
+  return {
+    getOne: db.prepare(`SELECT ${STORED} FROM plants WHERE id = ?`),
+    pages: {
+      all: page(''),
+      after: page('WHERE id > @after'),
+      tag: page('WHERE tag = @tag'),
+      tagAfter: page('WHERE tag = @tag AND id > @after'),
+    },
+  };
+}
+
+/** The statements that write plants, and the audit entries and keys that go with them. */
+export function prepareWrites(db: Database.Database) {
+  return {
+    insertWithId: db.prepare(
+      `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${STORED}`,
+    ),
+    insertIfFree: db.prepare(
+      `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING
+       RETURNING ${STORED}`,
+    ),
+    update: db.prepare(
+      `UPDATE plants SET name = coalesce(@name, name),
+         tag = CASE WHEN @setTag THEN @tag ELSE tag END, version = random()
+       WHERE id = @id RETURNING ${STORED}`,
+    ),
+    remove: db.prepare('DELETE FROM plants WHERE id = ?'),
+    audit: db.prepare(
+      `INSERT INTO audit_log (at, action, plant_id, token_id, request_id,
+         before_name, before_tag, after_name, after_tag)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    settleCreated: db.prepare(
+      `UPDATE idempotency_keys SET status = 201, plant_id = ?, plant_name = ?, plant_tag = ?,
+         plant_version = ?
+       WHERE token_id = ? AND key = ? AND status IS NULL`,
+    ),
+    keyHeld: db.prepare(
+      'SELECT 1 FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
+    ),
+  };
+}
+
+export type Reads = ReturnType<typeof prepareReads>;
+export type Writes = ReturnType<typeof prepareWrites>;
