@@ -1,15 +1,9 @@
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
-import Database from 'better-sqlite3';
-import pg from 'pg';
 import { plantPayload, type WebhookEvent } from '../../src/core/webhooks/events.js';
-import { openPostgresStore } from '../../src/store/postgres/open.js';
-import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { PlantExistsError, type Store, WebhookEndpointLimitError } from '../../src/store/store.js';
+import { type Backend, forEachBackend } from '../helpers/backends.js';
 import { fanOutAll } from '../helpers/fan-out.js';
-import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/temp-dir.js';
 
 // A plant write records its event once, whatever the number of endpoints, and the fan-out
 // makes the messages afterwards, a bounded batch at a time (the finding: 5,000 endpoints made
@@ -24,67 +18,14 @@ interface EventsDatabase {
   rows<R>(sql: string): Promise<R[]>;
 }
 
-interface EventsBackend {
-  name: string;
-  skip: string | false;
-  fresh(t: TestContext): Promise<EventsDatabase>;
+/** A fresh database of `backend` with a store on it, as the tests below use it. */
+async function eventsDatabase(t: TestContext, backend: Backend): Promise<EventsDatabase> {
+  const db = await backend.fresh(t);
+  // SQLite without the fsync of each commit; PostgreSQL with room for concurrent fan-outs.
+  const options = db.dialect === 'sqlite' ? { durability: 'process' as const } : { poolSize: 4 };
+  const another = () => db.open(options);
+  return { store: await another(), another, rows: db.query };
 }
-
-const BACKENDS: EventsBackend[] = [
-  {
-    name: 'sqlite',
-    skip: false,
-    async fresh(t) {
-      const file = join(makeTempDir(t), 'events.db');
-      const opened: Store[] = [];
-      t.after(async () => {
-        for (const store of opened) await store.close();
-      });
-      const open = async () => {
-        const store = openSqliteStore({ file, durability: 'process' });
-        opened.push(store);
-        return store;
-      };
-      return {
-        store: await open(),
-        another: open,
-        async rows<R>(sql: string) {
-          const db = new Database(file, { readonly: true });
-          try {
-            return db.prepare(sql).all() as R[];
-          } finally {
-            db.close();
-          }
-        },
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP,
-    async fresh(t) {
-      const url = await freshDatabase(t);
-      const opened: Store[] = [];
-      const client = new pg.Client({ connectionString: url });
-      t.after(async () => {
-        await client.end();
-        await Promise.all(opened.map((store) => store.close()));
-      });
-      const open = async () => {
-        const store = await openPostgresStore({ url, poolSize: 4 });
-        opened.push(store);
-        return store;
-      };
-      const store = await open();
-      await client.connect();
-      return {
-        store,
-        another: open,
-        rows: async <R>(sql: string) => (await client.query(sql)).rows as R[],
-      };
-    },
-  },
-];
 
 const subscribe = (store: Store, events: WebhookEvent[] = ['plant.created'], max?: number) =>
   store.webhooks.create(
@@ -107,10 +48,10 @@ async function counts(db: EventsDatabase): Promise<{ events: number; messages: n
   return { events: Number(row!.events), messages: Number(row!.messages) };
 }
 
-for (const backend of BACKENDS) {
-  describe(`webhook events (${backend.name})`, { skip: backend.skip }, () => {
+forEachBackend((backend) => {
+  describe('webhook events', () => {
     it('a write with 1,000 endpoints records one event and no message; the fan-out writes 1,000, at most 300 at a time', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await eventsDatabase(t, backend);
       const { store } = db;
       await subscribeMany(store, 1000);
       const plant = await store.plants.insert({ name: 'Fern', tag: 'shade' });
@@ -141,7 +82,7 @@ for (const backend of BACKENDS) {
     });
 
     it('an event goes to the endpoints created before its write that are enabled and subscribed at the fan-out', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await eventsDatabase(t, backend);
       const { store } = db;
       const a = await subscribe(store);
       const disabled = await subscribe(store);
@@ -162,7 +103,7 @@ for (const backend of BACKENDS) {
     });
 
     it('no event when no enabled endpoint subscribes, nor for a write that fails', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await eventsDatabase(t, backend);
       const { store } = db;
       await subscribe(store, ['plant.deleted']);
       const off = await subscribe(store);
@@ -177,7 +118,7 @@ for (const backend of BACKENDS) {
     });
 
     it('the events of a store that stopped before its fan-out are fanned out by the next one', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await eventsDatabase(t, backend);
       await subscribe(db.store);
       for (const name of ['a', 'b', 'c']) await db.store.plants.insert({ name });
       await db.store.close();
@@ -188,7 +129,7 @@ for (const backend of BACKENDS) {
     });
 
     it('two fan-outs at once neither lose nor double a message', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await eventsDatabase(t, backend);
       const other = await db.another();
       await subscribeMany(db.store, 10);
       await Promise.all(
@@ -197,7 +138,7 @@ for (const backend of BACKENDS) {
       // 7 messages a batch: most events are cut off, and taken up again where they stopped.
       const written = await Promise.all([fanOutAll(db.store, 7), fanOutAll(other, 7)]);
       assert.equal(written[0] + written[1], 2000);
-      assert.ok(written.every((n) => n > 0) || backend.name === 'sqlite', `${written}`);
+      assert.ok(written.every((n) => n > 0) || backend.dialect === 'sqlite', `${written}`);
       assert.deepEqual(await counts(db), { events: 0, messages: 2000 });
       const [row] = await db.rows<{ n: number | bigint }>(
         'SELECT count(*) AS n FROM (SELECT DISTINCT endpoint_id, payload FROM webhook_messages) d',
@@ -206,7 +147,7 @@ for (const backend of BACKENDS) {
     });
 
     it('creates at most maxEndpoints endpoints, also when creates race in two stores', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await eventsDatabase(t, backend);
       const other = await db.another();
       await subscribe(db.store, undefined, 2);
       await subscribe(db.store, undefined, 2);
@@ -232,4 +173,4 @@ for (const backend of BACKENDS) {
       }
     });
   });
-}
+});
