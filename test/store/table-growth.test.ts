@@ -1,16 +1,10 @@
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
-import Database from 'better-sqlite3';
-import pg from 'pg';
 import { IDEMPOTENCY_KEY_TTL_MS } from '../../src/core/idempotency.js';
 import { silentLog } from '../../src/core/log.js';
 import { Maintenance } from '../../src/service/maintenance.js';
-import { openPostgresStore } from '../../src/store/postgres/open.js';
-import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Store } from '../../src/store/store.js';
-import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/setup.js';
+import { type Backend, forEachBackend } from '../helpers/backends.js';
 
 // Every table that grows with writes stays bounded, counted in rows on both databases: what
 // deletes each one's rows does delete them (see docs/operating.md, "Tables and their growth").
@@ -23,63 +17,26 @@ interface GrowthDatabase {
   rows(table: string): Promise<number>;
 }
 
-interface GrowthBackend {
-  name: string;
-  skip: string | false;
-  fresh(t: TestContext): Promise<GrowthDatabase>;
+/** A fresh database of `backend` with a store on it, and its rows counted. */
+async function growthDatabase(t: TestContext, backend: Backend): Promise<GrowthDatabase> {
+  const db = await backend.fresh(t);
+  const store = await db.open({ poolSize: 2 });
+  return {
+    store,
+    async rows(table) {
+      const [row] = await db.query<{ n: number | bigint }>(`SELECT count(*) AS n FROM ${table}`);
+      return Number(row!.n);
+    },
+  };
 }
-
-const BACKENDS: GrowthBackend[] = [
-  {
-    name: 'sqlite',
-    skip: false,
-    async fresh(t) {
-      const file = join(makeTempDir(t), 'growth.db');
-      const store = openSqliteStore({ file });
-      t.after(() => store.close());
-      return {
-        store,
-        async rows(table) {
-          const db = new Database(file, { readonly: true });
-          try {
-            return db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
-          } finally {
-            db.close();
-          }
-        },
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP,
-    async fresh(t) {
-      const url = await freshDatabase(t);
-      const store = await openPostgresStore({ url, poolSize: 2 });
-      t.after(() => store.close());
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      t.after(() => client.end());
-      return {
-        store,
-        async rows(table) {
-          const { rows } = await client.query<{ n: number }>(
-            `SELECT count(*)::integer AS n FROM ${table}`,
-          );
-          return rows[0]!.n;
-        },
-      };
-    },
-  },
-];
 
 const T0 = new Date('2030-01-01T00:00:00.000Z');
 const at = (ms: number) => new Date(T0.getTime() + ms);
 
-for (const backend of BACKENDS) {
-  describe(`tables and their growth (${backend.name})`, { skip: backend.skip }, () => {
+forEachBackend((backend) => {
+  describe('tables and their growth', () => {
     it('idempotency_keys: a claim takes over its own expired key and deletes no other', async (t) => {
-      const { store, rows } = await backend.fresh(t);
+      const { store, rows } = await growthDatabase(t, backend);
       const claim = (key: string, when: Date, tokenId = 1) =>
         store.idempotency.claim({ tokenId, key, fingerprint: 'f', at: when });
       for (let i = 0; i < 150; i++) await claim(`old-${i}`, T0);
@@ -103,7 +60,7 @@ for (const backend of BACKENDS) {
     });
 
     it('idempotency_keys: a maintenance round deletes every expired key, with no claim', async (t) => {
-      const { store, rows } = await backend.fresh(t);
+      const { store, rows } = await growthDatabase(t, backend);
       for (let i = 0; i < 120; i++) {
         await store.idempotency.claim({ tokenId: 1, key: `k${i}`, fingerprint: 'f', at: T0 });
       }
@@ -118,7 +75,7 @@ for (const backend of BACKENDS) {
     });
 
     it('webhook_messages and webhook_attempts: purged with their retention, pending ones kept', async (t) => {
-      const { store, rows } = await backend.fresh(t);
+      const { store, rows } = await growthDatabase(t, backend);
       await store.webhooks.create({
         url: 'https://example.com/hook',
         events: ['plant.created'],
@@ -154,7 +111,7 @@ for (const backend of BACKENDS) {
     });
 
     it('webhook_events: a write adds one row at most, whatever the endpoints; the fan-out deletes it', async (t) => {
-      const { store, rows } = await backend.fresh(t);
+      const { store, rows } = await growthDatabase(t, backend);
       await store.plants.insert({ name: 'no endpoint yet' });
       assert.equal(await rows('webhook_events'), 0, 'no subscriber, no row');
       for (let i = 0; i < 3; i++) {
@@ -179,7 +136,7 @@ for (const backend of BACKENDS) {
     });
 
     it('audit_log: a maintenance round with a retention deletes the older entries', async (t) => {
-      const { store, rows } = await backend.fresh(t);
+      const { store, rows } = await growthDatabase(t, backend);
       for (let id = 1n; id <= 3n; id++) await store.plants.insert({ id, name: 'Fern' });
       const [last] = (await store.audit.list({ limit: 10 })).slice(-1);
       const kept = new Maintenance(store, { log: silentLog, auditRetentionMs: 86_400_000 });
@@ -196,9 +153,9 @@ for (const backend of BACKENDS) {
       assert.equal(await rows('audit_log'), 0);
     });
 
-    if (backend.name === 'postgres') {
+    if (backend.dialect === 'postgres') {
       it('plant_ids_taken: a maintenance round deletes the ids the sequence has passed', async (t) => {
-        const { store, rows } = await backend.fresh(t);
+        const { store, rows } = await growthDatabase(t, backend);
         for (let i = 0; i < 20; i++) await store.plants.insert({ name: 'server' });
         const first = (await store.plants.list({ limit: 1 }))[0]!.id;
         await store.plants.insert({ id: first + 100n, name: 'ahead' });
@@ -210,7 +167,7 @@ for (const backend of BACKENDS) {
       });
     } else {
       it('plant_id_runs: a run of ids taken ahead is deleted once server creates pass it', async (t) => {
-        const { store, rows } = await backend.fresh(t);
+        const { store, rows } = await growthDatabase(t, backend);
         const first = (await store.plants.insert({ name: 'server' })).id;
         // Taken ahead: 2 and 3 one run, 5 another, 100 a third.
         for (const offset of [2n, 3n, 5n, 100n]) {
@@ -223,4 +180,4 @@ for (const backend of BACKENDS) {
       });
     }
   });
-}
+});
