@@ -8,7 +8,8 @@ import {
   type PlantStore,
   type Store,
 } from '../../src/store/store.js';
-import { ID_BACKENDS } from './id-databases.js';
+import { forEachBackend } from '../helpers/backends.js';
+import { idDatabase } from './id-databases.js';
 
 // Server-assigned ids (issue #13): whatever ids clients choose, a create without an id gets
 // one, never the id of a plant that exists or existed, on every instance; on both databases.
@@ -91,10 +92,10 @@ async function followsTheModel(store: Store, ops: IdOp[]): Promise<void> {
   }
 }
 
-for (const backend of ID_BACKENDS) {
-  describe(`server-assigned ids (${backend.name})`, { skip: backend.skip }, () => {
+forEachBackend((backend) => {
+  describe('server-assigned ids', () => {
     it('keep coming after clients took the largest ids there are', async (t) => {
-      const store = await (await backend.fresh(t)).open();
+      const store = await (await idDatabase(t, backend)).open();
       for (const id of [INT64_MAX, INT64_MAX - 1n, INT64_MAX - 2n]) {
         await store.plants.insert({ id, name: 'top' });
       }
@@ -106,7 +107,7 @@ for (const backend of ID_BACKENDS) {
     });
 
     it('skip the ids clients took, the next one first, a long run too', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await idDatabase(t, backend);
       const store = await db.open();
       const first = await assign(store.plants);
       await store.plants.insert({ id: first + 1n, name: 'the next id' });
@@ -120,7 +121,7 @@ for (const backend of ID_BACKENDS) {
     });
 
     it('never give out the id of a deleted plant, assigned or chosen, after a restart too', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await idDatabase(t, backend);
       const store = await db.open();
       const first = await assign(store.plants);
       await store.plants.insert({ id: first + 2n, name: 'given' });
@@ -140,7 +141,7 @@ for (const backend of ID_BACKENDS) {
     });
 
     it('are unique across instances creating at once, with clients taking ids just ahead', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await idDatabase(t, backend);
       const stores = [await db.open(), await db.open()];
       const assigned: bigint[] = [];
       const taken = new Set<bigint>();
@@ -175,7 +176,7 @@ for (const backend of ID_BACKENDS) {
     });
 
     it('are pruned only at or below the last one drawn: ids taken ahead are kept', async (t) => {
-      const store = await (await backend.fresh(t)).open();
+      const store = await (await idDatabase(t, backend)).open();
       const first = await assign(store.plants);
       await store.plants.insert({ id: first + 2n, name: 'ahead' });
       await store.plants.delete(first + 2n);
@@ -195,19 +196,19 @@ for (const backend of ID_BACKENDS) {
       // above the last one assigned that no plant ever had.
       await fc.assert(
         fc.asyncProperty(fc.array(idOp, { minLength: 5, maxLength: 40 }), async (ops) => {
-          const store = await (await backend.fresh(t)).open();
+          const store = await (await idDatabase(t, backend)).open();
           try {
             await followsTheModel(store, ops);
           } finally {
             await store.close();
           }
         }),
-        { numRuns: backend.name === 'sqlite' ? 200 : 40, seed: 22 },
+        { numRuns: backend.dialect === 'sqlite' ? 200 : 40, seed: 22 },
       );
     });
 
     it('run out only at the largest id, answering IdsExhaustedError', async (t) => {
-      const db = await backend.fresh(t);
+      const db = await idDatabase(t, backend);
       const store = await db.open();
       await db.setLastAssigned(INT64_MAX - 2n);
       await store.plants.insert({ id: INT64_MAX, name: 'given' });
@@ -218,7 +219,7 @@ for (const backend of ID_BACKENDS) {
     });
 
     it('continue above the old counter once a database at schema 3 is migrated', async (t) => {
-      const db = await backend.fresh(t, 3);
+      const db = await idDatabase(t, backend, 3);
       await db.fillLegacy({ high: 1000n, plants: [-4n, 3n, 7n], deleted: [1000n] });
       const store = await db.open();
       assert.equal(store.migration.applied[0], 4, 'the ids migration first of those applied');
@@ -228,7 +229,7 @@ for (const backend of ID_BACKENDS) {
     });
 
     it('come back on a migrated database whose old counter had none left', async (t) => {
-      const db = await backend.fresh(t, 3);
+      const db = await idDatabase(t, backend, 3);
       const top = [INT64_MAX - 1n, INT64_MAX];
       await db.fillLegacy({ high: INT64_MAX, plants: [1n, 2n, ...top], deleted: [10n, 2n ** 62n] });
       const store = await db.open();
@@ -240,4 +241,4 @@ for (const backend of ID_BACKENDS) {
       await assert.rejects(store.plants.insert({ name: 'none left' }), IdsExhaustedError);
     });
   });
-}
+});
