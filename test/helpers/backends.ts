@@ -133,11 +133,20 @@ export const BACKENDS: readonly Backend[] = [SQLITE, POSTGRES];
  * The one backend loop: declares `suite` once for each backend, in a describe named after it
  * (skipped, and saying why, where the backend is not available or not asked for).
  */
+export function forEachBackend(suite: (backend: Backend) => void): void;
+/** The same, each backend's describe with `options` (a timeout for each). */
+export function forEachBackend(options: SuiteOptions, suite: (backend: Backend) => void): void;
 export function forEachBackend(
-  suite: (backend: Backend) => void,
-  options: { timeout?: number } = {},
+  first: SuiteOptions | ((backend: Backend) => void),
+  second?: (backend: Backend) => void,
 ): void {
+  const [options, suite] = typeof first === 'function' ? [{}, first] : [first, second!];
   for (const backend of BACKENDS) {
     describe(backend.name, { ...options, skip: backend.skip }, () => suite(backend));
   }
+}
+
+export interface SuiteOptions {
+  /** The time each backend's tests may take together, in ms. */
+  timeout?: number;
 }

@@ -1,32 +1,9 @@
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { freshDatabase, POSTGRES_SKIP } from './postgres.js';
 import { cli, type Server, sleep, startServer } from './server-process.js';
-import { makeTempDir } from './setup.js';
 
-// Real plantstore processes with webhooks, on SQLite or PostgreSQL: the database, a token
-// with the webhook scopes, and the few API calls the webhook suites make.
-
-export interface Database {
-  name: 'sqlite' | 'postgres';
-  skip: string | false;
-  /** The database arguments of a fresh database for one test. */
-  fresh(t: TestContext): Promise<string[]>;
-}
-
-export const DATABASES: Database[] = [
-  {
-    name: 'sqlite',
-    skip: false,
-    fresh: async (t) => ['--db', join(makeTempDir(t), 'hooks.db')],
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP,
-    fresh: async (t) => ['--database-url', await freshDatabase(t)],
-  },
-];
+// Real plantstore processes with webhooks, on a database of the backend loop (backends.ts):
+// a token with the webhook scopes, and the few API calls the webhook suites make.
 
 export const ALLOW_LOOPBACK = ['--webhook-allow-networks', '127.0.0.0/8,::1/128'];
 

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { forEachBackend } from '../helpers/backends.js';
 import {
   ALLOW_LOOPBACK,
-  DATABASES,
   eventually,
   serveWithWebhooks,
   webhookToken,
@@ -60,10 +60,10 @@ async function counts(args: string[]): Promise<Counts> {
   };
 }
 
-for (const db of DATABASES) {
-  describe(`webhook fan-out on ${db.name}`, { skip: db.skip, timeout: 120_000 }, () => {
+describe('webhook fan-out', () => {
+  forEachBackend({ timeout: 120_000 }, (backend) => {
     it('a server killed with events waiting loses and doubles none: the next one fans them out', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const token = await webhookToken(args);
       // A receiver that never answers: the attempts wait out their timeout, and the
       // dispatcher stays out of the way of the fan-out being measured.
@@ -110,4 +110,4 @@ for (const db of DATABASES) {
       });
     });
   });
-}
+});

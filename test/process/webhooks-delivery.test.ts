@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { forEachBackend } from '../helpers/backends.js';
 import {
   ALLOW_LOOPBACK,
-  DATABASES,
   eventually,
   serveWithWebhooks,
   statuses,
@@ -26,10 +26,10 @@ function verify(secret: string, delivery: Delivery): unknown {
   });
 }
 
-for (const db of DATABASES) {
-  describe(`webhooks on ${db.name}`, { skip: db.skip, timeout: 60_000 }, () => {
+describe('webhooks', () => {
+  forEachBackend({ timeout: 60_000 }, (backend) => {
     it('sends each change, signed, with ids above 2^53 exact', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const api = await serveWithWebhooks(t, args, ALLOW_LOOPBACK, await webhookToken(args));
       const receiver = await startReceiver(t);
       const { secret } = await api.subscribe(receiver.url);
@@ -67,7 +67,7 @@ for (const db of DATABASES) {
     });
 
     it('tries a 500 again with the same webhook-id until it is delivered', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const schedule = ['--webhook-retry-schedule', '0s,0s,1h'];
       const api = await serveWithWebhooks(
         t,
@@ -93,7 +93,7 @@ for (const db of DATABASES) {
     });
 
     it('delivers to a receiver that was down and came up', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const schedule = ['--webhook-retry-schedule', '0s,0s,0s,0s,0s,0s,0s,0s,0s,0s'];
       const api = await serveWithWebhooks(
         t,
@@ -117,7 +117,7 @@ for (const db of DATABASES) {
     });
 
     it('disables the endpoint on 410 Gone, keeps its messages, queues none meanwhile', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const api = await serveWithWebhooks(t, args, ALLOW_LOOPBACK, await webhookToken(args));
       const receiver = await startReceiver(t);
       receiver.fallback = 410;
@@ -155,7 +155,7 @@ for (const db of DATABASES) {
     });
 
     it('gives up on a hung receiver after --webhook-timeout', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const options = [...ALLOW_LOOPBACK, '--webhook-timeout', '1s'];
       const api = await serveWithWebhooks(t, args, options, await webhookToken(args));
       const receiver = await startReceiver(t);
@@ -175,7 +175,7 @@ for (const db of DATABASES) {
     });
 
     it('never follows a redirect', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const api = await serveWithWebhooks(t, args, ALLOW_LOOPBACK, await webhookToken(args));
       const receiver = await startReceiver(t);
       receiver.answers.push((response) => response.writeHead(302, { location: '/other' }).end());
@@ -191,4 +191,4 @@ for (const db of DATABASES) {
       assert.ok(receiver.received.every((d) => d.path === '/hooks/plants'));
     });
   });
-}
+});

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
+import { type Backend, forEachBackend } from '../helpers/backends.js';
 import {
   ALLOW_LOOPBACK,
   type Api,
-  DATABASES,
   serveWithWebhooks,
   webhookToken,
 } from '../helpers/webhook-harness.js';
@@ -89,8 +89,8 @@ const lateFailure: Answer = (response) => {
  * of 60 messages for each, then 10 more once every bad receiver has had its first attempt
  * end and a second begin; checks that every message reached the healthy one promptly.
  */
-async function healthyBeside(t: TestContext, db: (typeof DATABASES)[number], answers: Answer[]) {
-  const args = await db.fresh(t);
+async function healthyBeside(t: TestContext, backend: Backend, answers: Answer[]) {
+  const { args } = await backend.fresh(t);
   const token = await webhookToken(args);
   const api = await serveWithWebhooks(
     t,
@@ -133,16 +133,16 @@ async function healthyBeside(t: TestContext, db: (typeof DATABASES)[number], ans
   t.diagnostic(`worst lag ${Math.max(first, second)} ms`);
 }
 
-for (const db of DATABASES) {
-  describe(`webhooks on ${db.name}, fairness`, { skip: db.skip, timeout: 90_000 }, () => {
+describe('webhooks, fairness', () => {
+  forEachBackend({ timeout: 90_000 }, (backend) => {
     it(`${BAD} hung receivers with backlogs do not delay a healthy one`, (t) =>
-      healthyBeside(t, db, Array<Answer>(BAD).fill('hang')));
+      healthyBeside(t, backend, Array<Answer>(BAD).fill('hang')));
 
     it('receivers that drip their answer or fail late do not delay a healthy one', (t) =>
       healthyBeside(
         t,
-        db,
+        backend,
         Array.from({ length: BAD }, (_, i) => [drip, lateFailure, 'hang' as const][i % 3]!),
       ));
   });
-}
+});

@@ -3,9 +3,9 @@ import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
+import { forEachBackend } from '../helpers/backends.js';
 import {
   ALLOW_LOOPBACK,
-  DATABASES,
   eventually,
   serveWithWebhooks,
   statuses,
@@ -78,10 +78,10 @@ function pidsOf(logs: { msg?: string; pid?: number }[]): number[] {
   return [...new Set(logs.filter((l) => /^Server listening/.test(l.msg ?? '')).map((l) => l.pid!))];
 }
 
-for (const db of DATABASES) {
-  describe(`webhooks on ${db.name}, resilience`, { skip: db.skip, timeout: 90_000 }, () => {
+describe('webhooks, resilience', () => {
+  forEachBackend({ timeout: 90_000 }, (backend) => {
     it('sends again, same webhook-id, after the server is killed mid-attempt', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const token = await webhookToken(args);
       const options = [...ALLOW_LOOPBACK, '--webhook-timeout', '1s'];
       const first = await serveWithWebhooks(t, args, options, token);
@@ -98,19 +98,19 @@ for (const db of DATABASES) {
       await allDelivered(second, id, 1);
     });
 
-    const together = db.name === 'sqlite' ? '--workers 2' : 'two instances';
+    const together = backend.dialect === 'sqlite' ? '--workers 2' : 'two instances';
     it(`delivers each message once with ${together} while the receiver is healthy`, async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const token = await webhookToken(args);
       const pids: number[] = [];
       const apis =
-        db.name === 'sqlite'
+        backend.dialect === 'sqlite'
           ? [await serveWithWebhooks(t, args, [...ALLOW_LOOPBACK, '--workers', '2'], token, pids)]
           : [
               await serveWithWebhooks(t, args, ALLOW_LOOPBACK, token),
               await serveWithWebhooks(t, args, ALLOW_LOOPBACK, token),
             ];
-      if (db.name === 'sqlite') {
+      if (backend.dialect === 'sqlite') {
         await apis[0]!.server.waitForLog(
           () => pidsOf(apis[0]!.server.logs).length === 2,
           'two workers',
@@ -127,7 +127,7 @@ for (const db of DATABASES) {
     });
 
     it('refuses non-public addresses at subscription, each class', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const api = await serveWithWebhooks(t, args, [], await webhookToken(args));
       const refused = {
         loopback: '127.0.0.1',
@@ -155,7 +155,7 @@ for (const db of DATABASES) {
     });
 
     it('refuses at connect time an address no longer allowed', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const token = await webhookToken(args);
       const open = await serveWithWebhooks(t, args, ALLOW_LOOPBACK, token);
       const receiver = await startReceiver(t);
@@ -177,7 +177,7 @@ for (const db of DATABASES) {
     });
 
     it('signs with both secrets after a rotation, then with the new one only', async (t) => {
-      const args = await db.fresh(t);
+      const { args } = await backend.fresh(t);
       const api = await serveWithWebhooks(t, args, ALLOW_LOOPBACK, await webhookToken(args));
       const receiver = await startReceiver(t);
       const { id, secret: old } = await api.subscribe(receiver.url);
@@ -189,7 +189,7 @@ for (const db of DATABASES) {
       for (const secret of [old, fresh])
         new Webhook(secret).verify(during!.body, headersOf(during!));
       // The 24 hours pass (the overlap's end is moved instead of waiting for it).
-      const past = db.name === 'sqlite' ? '1' : "'2000-01-01T00:00:00Z'";
+      const past = backend.dialect === 'sqlite' ? '1' : "'2000-01-01T00:00:00Z'";
       await sql(args, `UPDATE webhook_endpoints SET previous_until = ${past}`);
       await api.call('POST', '/plants', '{"name":"Moss"}');
       const [, after] = await receiver.waitFor(2);
@@ -198,4 +198,4 @@ for (const db of DATABASES) {
       assert.throws(() => new Webhook(old).verify(after!.body, headersOf(after!)));
     });
   });
-}
+});
