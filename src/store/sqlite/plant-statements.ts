@@ -8,8 +8,19 @@ const COLUMNS = 'id, name, tag';
 // (random()), a changed one a new random() (see the migration 0005_plant_versions).
 const STORED = STORED_PLANT_COLUMNS;
 
+type Statement = Database.Statement;
+// Named, not inferred: the build's declarations cannot name better-sqlite3's own types.
+export interface Reads {
+  getOne: Statement;
+  pages: Record<'all' | 'after' | 'tag' | 'tagAfter', Statement>;
+}
+export type Writes = Record<
+  'insertWithId' | 'insertIfFree' | 'update' | 'remove' | 'audit' | 'settleCreated' | 'keyHeld',
+  Statement
+>;
+
 /** The statements that read plants. */
-export function prepareReads(db: Database.Database) {
+export function prepareReads(db: Database.Database): Reads {
   const page = (where: string) =>
     db.prepare(`SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT @limit`);
   return {
@@ -24,7 +35,7 @@ export function prepareReads(db: Database.Database) {
 }
 
 /** The statements that write plants, and the audit entries and keys that go with them. */
-export function prepareWrites(db: Database.Database) {
+export function prepareWrites(db: Database.Database): Writes {
   return {
     insertWithId: db.prepare(
       `INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) RETURNING ${STORED}`,
@@ -54,6 +65,3 @@ export function prepareWrites(db: Database.Database) {
     ),
   };
 }
-
-export type Reads = ReturnType<typeof prepareReads>;
-export type Writes = ReturnType<typeof prepareWrites>;
