@@ -3,7 +3,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { request } from 'node:http';
 import { type TestContext, test } from 'node:test';
 import { TOKEN_CACHE_TTL_MS } from '../../src/service/token-service.js';
-import { type Backend, BACKENDS } from '../helpers/backends.js';
+import { type Backend, forEachBackend } from '../helpers/backends.js';
 import {
   cli,
   LISTENING,
@@ -156,275 +156,250 @@ function alive(pid: number): boolean {
   }
 }
 
-for (const backend of BACKENDS) {
-  const skip = backend.skip;
+forEachBackend((backend) => {
+  test(`${CONCURRENT} concurrent POSTs with one Idempotency-Key across two server processes create one plant`, async (t) => {
+    const { db, token, servers } = await twoServers(t, backend);
+    const body = '{"name":"Once","tag":"retry"}';
+    const headers = { 'idempotency-key': '"order-7f3a"' };
+    const answers = await Promise.all(
+      Array.from({ length: CONCURRENT }, (_, i) =>
+        send(servers[i % 2]!.url, 'POST', '/plants', { token, body, headers }),
+      ),
+    );
+    const created = answers.filter((answer) => answer.status === 201);
+    assert.ok(created.length >= 1, JSON.stringify(tally(answers)));
+    for (const answer of answers) {
+      if (answer.status !== 201) assertError(answer, 409, 40903);
+    }
+    // Every 201 is the same plant: the first, or the first replayed.
+    const first = created.find((answer) => answer.headers['idempotent-replayed'] === undefined);
+    assert.ok(first, 'one answer is the create itself');
+    for (const answer of created) assert.equal(answer.text, first.text);
+    assert.equal(
+      created.length - 1,
+      created.filter((a) => a.headers['idempotent-replayed'] === 'true').length,
+    );
 
-  test(
-    `${backend.name}: ${CONCURRENT} concurrent POSTs with one Idempotency-Key across two server processes create one plant`,
-    { skip },
-    async (t) => {
-      const { db, token, servers } = await twoServers(t, backend);
-      const body = '{"name":"Once","tag":"retry"}';
-      const headers = { 'idempotency-key': '"order-7f3a"' };
-      const answers = await Promise.all(
-        Array.from({ length: CONCURRENT }, (_, i) =>
-          send(servers[i % 2]!.url, 'POST', '/plants', { token, body, headers }),
-        ),
-      );
-      const created = answers.filter((answer) => answer.status === 201);
-      assert.ok(created.length >= 1, JSON.stringify(tally(answers)));
-      for (const answer of answers) {
-        if (answer.status !== 201) assertError(answer, 409, 40903);
-      }
-      // Every 201 is the same plant: the first, or the first replayed.
-      const first = created.find((answer) => answer.headers['idempotent-replayed'] === undefined);
-      assert.ok(first, 'one answer is the create itself');
-      for (const answer of created) assert.equal(answer.text, first.text);
+    // Once it is answered, a retry on either process replays it; the store has one plant.
+    for (const server of servers) {
+      const retry = await send(server.url, 'POST', '/plants', { token, body, headers });
+      assert.equal(retry.status, 201, retry.text);
+      assert.equal(retry.text, first.text);
+      assert.equal(retry.headers['idempotent-replayed'], 'true');
+      assert.equal(retry.headers.location, first.headers.location);
+    }
+    const listed = await send(servers[1]!.url, 'GET', '/plants', { token });
+    assert.equal(listed.text, `[${first.text}]`);
+    const { stdout } = await cli(['audit', '--json', ...db]);
+    const creates = stdout.split('\n').filter((line) => line.includes('"action":"create"'));
+    assert.equal(creates.length, 1, stdout);
+  });
+
+  test(`${CONCURRENT} concurrent DELETEs of one id across two server processes: one 204, the rest 404`, async (t) => {
+    const { token, servers } = await twoServers(t, backend);
+    const id = '9223372036854775806';
+    const plant = `{"id":${id},"name":"Contested","tag":"race"}`;
+
+    const created = await send(servers[0].url, 'POST', '/plants', { token, body: plant });
+    assert.equal(created.status, 201, created.text);
+    assert.equal(created.text, plant);
+    // The other process sees it (and both have the token cached and a connection open).
+    for (const server of servers) {
+      const seen = await send(server.url, 'GET', `/plants/${id}`, { token });
+      assert.equal(seen.status, 200, seen.text);
+      assert.equal(seen.text, plant);
+    }
+
+    const answers = await Promise.all(
+      Array.from({ length: CONCURRENT }, (_, i) =>
+        send(servers[i % 2]!.url, 'DELETE', `/plants/${id}`, { token }),
+      ),
+    );
+    assert.deepEqual(tally(answers), { 204: 1, 404: CONCURRENT - 1 });
+    for (const answer of answers) {
+      if (answer.status === 204) assert.equal(answer.text, '');
+      else assertError(answer, 404, 40401);
+    }
+    // Each process answered its half: the log of each has its requests' lines.
+    for (const [n, server] of servers.entries()) {
+      const mine = answers.filter((_, i) => i % 2 === n);
+      const lines = await requestLines(server, mine);
       assert.equal(
-        created.length - 1,
-        created.filter((a) => a.headers['idempotent-replayed'] === 'true').length,
+        lines.length,
+        CONCURRENT / 2,
+        `server ${n} logged ${lines.length} of its requests`,
       );
+      for (const line of lines) assert.equal(line.method, 'DELETE');
+    }
 
-      // Once it is answered, a retry on either process replays it; the store has one plant.
-      for (const server of servers) {
-        const retry = await send(server.url, 'POST', '/plants', { token, body, headers });
-        assert.equal(retry.status, 201, retry.text);
-        assert.equal(retry.text, first.text);
-        assert.equal(retry.headers['idempotent-replayed'], 'true');
-        assert.equal(retry.headers.location, first.headers.location);
-      }
-      const listed = await send(servers[1]!.url, 'GET', '/plants', { token });
-      assert.equal(listed.text, `[${first.text}]`);
-      const { stdout } = await cli(['audit', '--json', ...db]);
-      const creates = stdout.split('\n').filter((line) => line.includes('"action":"create"'));
-      assert.equal(creates.length, 1, stdout);
-    },
-  );
+    for (const server of servers) {
+      assertError(await send(server.url, 'GET', `/plants/${id}`, { token }), 404, 40401);
+      assertError(await send(server.url, 'DELETE', `/plants/${id}`, { token }), 404, 40401);
+    }
+  });
 
-  test(
-    `${backend.name}: ${CONCURRENT} concurrent DELETEs of one id across two server processes: one 204, the rest 404`,
-    { skip },
-    async (t) => {
-      const { token, servers } = await twoServers(t, backend);
-      const id = '9223372036854775806';
-      const plant = `{"id":${id},"name":"Contested","tag":"race"}`;
+  test(`${CONCURRENT} concurrent POSTs of one id across two server processes: one 201, the rest 409`, async (t) => {
+    const { token, servers } = await twoServers(t, backend);
+    const id = '9223372036854775805';
+    // Warm up: both processes have the token cached and the database open.
+    for (const server of servers) {
+      assertError(await send(server.url, 'GET', `/plants/${id}`, { token }), 404, 40401);
+    }
 
-      const created = await send(servers[0].url, 'POST', '/plants', { token, body: plant });
-      assert.equal(created.status, 201, created.text);
-      assert.equal(created.text, plant);
-      // The other process sees it (and both have the token cached and a connection open).
-      for (const server of servers) {
-        const seen = await send(server.url, 'GET', `/plants/${id}`, { token });
-        assert.equal(seen.status, 200, seen.text);
-        assert.equal(seen.text, plant);
-      }
+    const bodies = Array.from(
+      { length: CONCURRENT },
+      (_, i) => `{"id":${id},"name":"Attempt ${i}","tag":"server-${i % 2}"}`,
+    );
+    const answers = await Promise.all(
+      bodies.map((body, i) => send(servers[i % 2]!.url, 'POST', '/plants', { token, body })),
+    );
+    assert.deepEqual(tally(answers), { 201: 1, 409: CONCURRENT - 1 });
+    const winner = answers.findIndex((answer) => answer.status === 201);
+    assert.equal(answers[winner]!.text, bodies[winner]);
+    assert.equal(answers[winner]!.headers.location, `/plants/${id}`);
+    for (const answer of answers) if (answer.status === 409) assertError(answer, 409, 40901);
 
-      const answers = await Promise.all(
-        Array.from({ length: CONCURRENT }, (_, i) =>
-          send(servers[i % 2]!.url, 'DELETE', `/plants/${id}`, { token }),
-        ),
-      );
-      assert.deepEqual(tally(answers), { 204: 1, 404: CONCURRENT - 1 });
-      for (const answer of answers) {
-        if (answer.status === 204) assert.equal(answer.text, '');
-        else assertError(answer, 404, 40401);
-      }
-      // Each process answered its half: the log of each has its requests' lines.
-      for (const [n, server] of servers.entries()) {
-        const mine = answers.filter((_, i) => i % 2 === n);
-        const lines = await requestLines(server, mine);
-        assert.equal(
-          lines.length,
-          CONCURRENT / 2,
-          `server ${n} logged ${lines.length} of its requests`,
-        );
-        for (const line of lines) assert.equal(line.method, 'DELETE');
-      }
+    // Both processes now read the winner's plant, and only it.
+    for (const server of servers) {
+      const read = await send(server.url, 'GET', `/plants/${id}`, { token });
+      assert.equal(read.status, 200, read.text);
+      assert.equal(read.text, bodies[winner]);
+      const listed = await send(server.url, 'GET', '/plants', { token });
+      assert.equal(listed.status, 200, listed.text);
+      assert.equal(listed.text, `[${bodies[winner]}]`);
+    }
+  });
 
-      for (const server of servers) {
-        assertError(await send(server.url, 'GET', `/plants/${id}`, { token }), 404, 40401);
-        assertError(await send(server.url, 'DELETE', `/plants/${id}`, { token }), 404, 40401);
-      }
-    },
-  );
+  test(`serve --workers 2 runs two worker processes that share the port and stop with the primary on SIGTERM`, async (t) => {
+    const db = (await backend.fresh(t)).args;
+    const token = await createToken(db, 'workers');
+    const workerPids: number[] = [];
+    const primary = await startServer(t, [...db, '--workers', '2'], workerPids);
+    const primaryPid = primary.child.pid!;
 
-  test(
-    `${backend.name}: ${CONCURRENT} concurrent POSTs of one id across two server processes: one 201, the rest 409`,
-    { skip },
-    async (t) => {
-      const { token, servers } = await twoServers(t, backend);
-      const id = '9223372036854775805';
-      // Warm up: both processes have the token cached and the database open.
-      for (const server of servers) {
-        assertError(await send(server.url, 'GET', `/plants/${id}`, { token }), 404, 40401);
-      }
-
-      const bodies = Array.from(
-        { length: CONCURRENT },
-        (_, i) => `{"id":${id},"name":"Attempt ${i}","tag":"server-${i % 2}"}`,
-      );
-      const answers = await Promise.all(
-        bodies.map((body, i) => send(servers[i % 2]!.url, 'POST', '/plants', { token, body })),
-      );
-      assert.deepEqual(tally(answers), { 201: 1, 409: CONCURRENT - 1 });
-      const winner = answers.findIndex((answer) => answer.status === 201);
-      assert.equal(answers[winner]!.text, bodies[winner]);
-      assert.equal(answers[winner]!.headers.location, `/plants/${id}`);
-      for (const answer of answers) if (answer.status === 409) assertError(answer, 409, 40901);
-
-      // Both processes now read the winner's plant, and only it.
-      for (const server of servers) {
-        const read = await send(server.url, 'GET', `/plants/${id}`, { token });
-        assert.equal(read.status, 200, read.text);
-        assert.equal(read.text, bodies[winner]);
-        const listed = await send(server.url, 'GET', '/plants', { token });
-        assert.equal(listed.status, 200, listed.text);
-        assert.equal(listed.text, `[${bodies[winner]}]`);
-      }
-    },
-  );
-
-  test(
-    `${backend.name}: serve --workers 2 runs two worker processes that share the port and stop with the primary on SIGTERM`,
-    { skip },
-    async (t) => {
-      const db = (await backend.fresh(t)).args;
-      const token = await createToken(db, 'workers');
-      const workerPids: number[] = [];
-      const primary = await startServer(t, [...db, '--workers', '2'], workerPids);
-      const primaryPid = primary.child.pid!;
-
-      // Both workers listen, on the same address.
-      const listening = async () => {
-        for (;;) {
-          const lines = primary.logs.filter((line) => LISTENING.test(line.msg ?? ''));
-          if (new Set(lines.map((line) => line.pid)).size >= 2) return lines;
-          await primary.waitForLog(
-            (line) => LISTENING.test(line.msg ?? '') && !lines.includes(line),
-            'a second worker listening',
-          );
-        }
-      };
-      const listens = await listening();
-      const logged = [...new Set(listens.map((line) => line.pid!))].sort((a, b) => a - b);
-      workerPids.push(...logged);
-      assert.equal(logged.length, 2, JSON.stringify(listens));
-      assert.ok(!logged.includes(primaryPid), 'the primary itself does not serve');
-      // Both on the same address (node:cluster shares the port 0 picked first).
-      assert.deepEqual(
-        new Set(listens.map((line) => line.msg)),
-        new Set([`Server listening at ${primary.url}`]),
-      );
-
-      // The primary's children are exactly those two workers.
-      const children = childrenOf(primaryPid);
-      assert.deepEqual(children, logged, `children of ${primaryPid}`);
-      for (const pid of children) {
-        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-        assert.ok(
-          cmdline.includes('serve') && cmdline.includes('2'),
-          `worker ${pid}: ${cmdline.join(' ')}`,
+    // Both workers listen, on the same address.
+    const listening = async () => {
+      for (;;) {
+        const lines = primary.logs.filter((line) => LISTENING.test(line.msg ?? ''));
+        if (new Set(lines.map((line) => line.pid)).size >= 2) return lines;
+        await primary.waitForLog(
+          (line) => LISTENING.test(line.msg ?? '') && !lines.includes(line),
+          'a second worker listening',
         );
       }
+    };
+    const listens = await listening();
+    const logged = [...new Set(listens.map((line) => line.pid!))].sort((a, b) => a - b);
+    workerPids.push(...logged);
+    assert.equal(logged.length, 2, JSON.stringify(listens));
+    assert.ok(!logged.includes(primaryPid), 'the primary itself does not serve');
+    // Both on the same address (node:cluster shares the port 0 picked first).
+    assert.deepEqual(
+      new Set(listens.map((line) => line.msg)),
+      new Set([`Server listening at ${primary.url}`]),
+    );
 
-      // It answers, and the connections are spread over both workers.
-      const plant = '{"id":9223372036854775807,"name":"Clustered"}';
-      const created = await send(primary.url, 'POST', '/plants', { token, body: plant });
-      assert.equal(created.status, 201, created.text);
-      const reads = await Promise.all(
-        Array.from({ length: 16 }, () =>
-          send(primary.url, 'GET', '/plants/9223372036854775807', { token }),
-        ),
-      );
-      for (const read of reads) assert.deepEqual([read.status, read.text], [200, plant]);
-      const health = await send(primary.url, 'GET', '/healthz');
-      assert.equal(health.status, 200, health.text);
-      const requestLog = await requestLines(primary, [created, ...reads, health]);
-      assert.equal(requestLog.length, reads.length + 2, 'every request logged');
-      const served = [...new Set(requestLog.map((line) => line.pid!))].sort((a, b) => a - b);
-      assert.deepEqual(served, logged, 'the workers that logged the requests');
-
-      const started = Date.now();
-      primary.child.kill('SIGTERM');
-      const exit = await Promise.race([
-        primary.exited,
-        sleep(10_000).then(() => 'timeout' as const),
-      ]);
-      assert.deepEqual(exit, { code: 0, signal: null }, `after ${Date.now() - started} ms`);
+    // The primary's children are exactly those two workers.
+    const children = childrenOf(primaryPid);
+    assert.deepEqual(children, logged, `children of ${primaryPid}`);
+    for (const pid of children) {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
       assert.ok(
-        primary.logs.some((line) => line.msg === 'stopped' && line.pid === primaryPid),
-        JSON.stringify(primary.logs.filter((line) => line.msg !== 'request')),
+        cmdline.includes('serve') && cmdline.includes('2'),
+        `worker ${pid}: ${cmdline.join(' ')}`,
       );
-      // The workers are gone too (given a moment for the kernel to reap them).
-      const deadline = Date.now() + 1_000;
-      while (logged.some(alive) && Date.now() < deadline) await sleep(20);
-      assert.deepEqual(logged.filter(alive), [], 'workers still running after the primary exited');
-      assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
-      // Each worker drained and stopped on its own, rather than being killed.
-      for (const pid of logged) {
-        assert.ok(
-          primary.logs.some((line) => line.msg === 'stopped' && line.pid === pid),
-          `worker ${pid} did not log "stopped"`,
-        );
-      }
-    },
-  );
+    }
 
-  test(
-    `${backend.name}: a token revoked through the CLI is refused by a running server within TOKEN_CACHE_TTL_MS + 1 s`,
-    { skip },
-    async (t) => {
-      const db = (await backend.fresh(t)).args;
-      const tokens = {
-        revoked: await createToken(db, 'to-revoke'),
-        kept: await createToken(db, 'to-keep'),
-      };
-      const before = await listTokens(db);
-      assert.deepEqual(
-        before.map(({ name, revoked }) => [name, revoked]),
-        [
-          ['to-revoke', null],
-          ['to-keep', null],
-        ],
+    // It answers, and the connections are spread over both workers.
+    const plant = '{"id":9223372036854775807,"name":"Clustered"}';
+    const created = await send(primary.url, 'POST', '/plants', { token, body: plant });
+    assert.equal(created.status, 201, created.text);
+    const reads = await Promise.all(
+      Array.from({ length: 16 }, () =>
+        send(primary.url, 'GET', '/plants/9223372036854775807', { token }),
+      ),
+    );
+    for (const read of reads) assert.deepEqual([read.status, read.text], [200, plant]);
+    const health = await send(primary.url, 'GET', '/healthz');
+    assert.equal(health.status, 200, health.text);
+    const requestLog = await requestLines(primary, [created, ...reads, health]);
+    assert.equal(requestLog.length, reads.length + 2, 'every request logged');
+    const served = [...new Set(requestLog.map((line) => line.pid!))].sort((a, b) => a - b);
+    assert.deepEqual(served, logged, 'the workers that logged the requests');
+
+    const started = Date.now();
+    primary.child.kill('SIGTERM');
+    const exit = await Promise.race([primary.exited, sleep(10_000).then(() => 'timeout' as const)]);
+    assert.deepEqual(exit, { code: 0, signal: null }, `after ${Date.now() - started} ms`);
+    assert.ok(
+      primary.logs.some((line) => line.msg === 'stopped' && line.pid === primaryPid),
+      JSON.stringify(primary.logs.filter((line) => line.msg !== 'request')),
+    );
+    // The workers are gone too (given a moment for the kernel to reap them).
+    const deadline = Date.now() + 1_000;
+    while (logged.some(alive) && Date.now() < deadline) await sleep(20);
+    assert.deepEqual(logged.filter(alive), [], 'workers still running after the primary exited');
+    assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
+    // Each worker drained and stopped on its own, rather than being killed.
+    for (const pid of logged) {
+      assert.ok(
+        primary.logs.some((line) => line.msg === 'stopped' && line.pid === pid),
+        `worker ${pid} did not log "stopped"`,
       );
-      const revoked = { token: tokens.revoked, id: before[0]!.id };
-      const kept = { token: tokens.kept, id: before[1]!.id };
-      const server = await startServer(t, db);
+    }
+  });
 
-      // Used, so the server has it cached; and accepted right before the revocation.
-      for (const token of [revoked.token, kept.token, revoked.token]) {
-        const ok = await send(server.url, 'GET', '/plants', { token });
-        assert.equal(ok.status, 200, ok.text);
+  test(`a token revoked through the CLI is refused by a running server within TOKEN_CACHE_TTL_MS + 1 s`, async (t) => {
+    const db = (await backend.fresh(t)).args;
+    const tokens = {
+      revoked: await createToken(db, 'to-revoke'),
+      kept: await createToken(db, 'to-keep'),
+    };
+    const before = await listTokens(db);
+    assert.deepEqual(
+      before.map(({ name, revoked }) => [name, revoked]),
+      [
+        ['to-revoke', null],
+        ['to-keep', null],
+      ],
+    );
+    const revoked = { token: tokens.revoked, id: before[0]!.id };
+    const kept = { token: tokens.kept, id: before[1]!.id };
+    const server = await startServer(t, db);
+
+    // Used, so the server has it cached; and accepted right before the revocation.
+    for (const token of [revoked.token, kept.token, revoked.token]) {
+      const ok = await send(server.url, 'GET', '/plants', { token });
+      assert.equal(ok.status, 200, ok.text);
+    }
+
+    const { stderr } = await cli(['token', 'revoke', String(revoked.id), ...db]);
+    assert.match(stderr, new RegExp(`^revoked token ${revoked.id} in `, 'm'));
+    const revokedAt = Date.now();
+    const limit = TOKEN_CACHE_TTL_MS + 1_000;
+    let refused: Answer | undefined;
+    const statuses: number[] = [];
+    while (Date.now() - revokedAt < limit) {
+      const answer = await send(server.url, 'GET', '/plants', { token: revoked.token });
+      statuses.push(answer.status);
+      if (answer.status !== 200) {
+        refused = answer;
+        break;
       }
+      await sleep(50);
+    }
+    assert.ok(refused, `still accepted ${limit} ms after the revocation: ${statuses.join(',')}`);
+    assertError(refused, 401, 40101);
+    assert.match(String(refused.headers['www-authenticate']), /error="invalid_token"/);
+    const elapsed = Date.now() - revokedAt;
+    assert.ok(elapsed <= limit, `refused only after ${elapsed} ms`);
 
-      const { stderr } = await cli(['token', 'revoke', String(revoked.id), ...db]);
-      assert.match(stderr, new RegExp(`^revoked token ${revoked.id} in `, 'm'));
-      const revokedAt = Date.now();
-      const limit = TOKEN_CACHE_TTL_MS + 1_000;
-      let refused: Answer | undefined;
-      const statuses: number[] = [];
-      while (Date.now() - revokedAt < limit) {
-        const answer = await send(server.url, 'GET', '/plants', { token: revoked.token });
-        statuses.push(answer.status);
-        if (answer.status !== 200) {
-          refused = answer;
-          break;
-        }
-        await sleep(50);
-      }
-      assert.ok(refused, `still accepted ${limit} ms after the revocation: ${statuses.join(',')}`);
-      assertError(refused, 401, 40101);
-      assert.match(String(refused.headers['www-authenticate']), /error="invalid_token"/);
-      const elapsed = Date.now() - revokedAt;
-      assert.ok(elapsed <= limit, `refused only after ${elapsed} ms`);
-
-      // Refused from then on; the other token is unaffected.
-      assertError(await send(server.url, 'GET', '/plants', { token: revoked.token }), 401, 40101);
-      const other = await send(server.url, 'GET', '/plants', { token: kept.token });
-      assert.equal(other.status, 200, other.text);
-      const states = await listTokens(db);
-      assert.notEqual(states.find((s) => s.id === revoked.id)?.revoked, null);
-      assert.equal(states.find((s) => s.id === kept.id)?.revoked, null);
-    },
-  );
-}
+    // Refused from then on; the other token is unaffected.
+    assertError(await send(server.url, 'GET', '/plants', { token: revoked.token }), 401, 40101);
+    const other = await send(server.url, 'GET', '/plants', { token: kept.token });
+    assert.equal(other.status, 200, other.text);
+    const states = await listTokens(db);
+    assert.notEqual(states.find((s) => s.id === revoked.id)?.revoked, null);
+    assert.equal(states.find((s) => s.id === kept.id)?.revoked, null);
+  });
+});
