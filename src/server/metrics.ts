@@ -17,12 +17,24 @@ const LATENCY_BUCKETS = [
 ];
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000];
 
+// prom-client's defaults include these gauges named like counters, which Prometheus' own
+// checker (`promtool check metrics`) refuses; each is the sum of its by-type gauge
+// (nodejs_active_handles{type}, ...), which stays.
+const GAUGES_NAMED_LIKE_COUNTERS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
+
 /**
  * prom-client instruments behind the Metrics interface, in `registry`, with Node's own
- * (event-loop lag, heap, GC, CPU) beside them. `pool` is read at each scrape.
+ * (event-loop lag, heap, GC, CPU) beside them. Only the instruments of `sources.database`
+ * are exported: the statement histogram and pool gauges on PostgreSQL (`pool` is read at
+ * each scrape), the group-commit histograms on SQLite.
  */
-export function prometheusMetrics(registry: client.Registry, sources: MetricSources = {}): Metrics {
+export function prometheusMetrics(registry: client.Registry, sources: MetricSources): Metrics {
   client.collectDefaultMetrics({ register: registry });
+  for (const name of GAUGES_NAMED_LIKE_COUNTERS) registry.removeSingleMetric(name);
   const registers = [registry];
   const requests = new RequestTally(LATENCY_BUCKETS);
   new client.Counter({
@@ -49,35 +61,19 @@ export function prometheusMetrics(registry: client.Registry, sources: MetricSour
     labelNames: ['policy'] as const,
     registers,
   });
-  const statements = new client.Histogram({
-    name: 'plantstore_db_statement_duration_seconds',
-    help: 'PostgreSQL statements by name, waiting for a connection included, and outcome.',
-    labelNames: ['statement', 'outcome'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers,
-  });
-  const batches = new client.Histogram({
-    name: 'plantstore_sqlite_group_commit_writes',
-    help: 'Writes carried by each SQLite group commit (one transaction, one fsync).',
-    buckets: BATCH_BUCKETS,
-    registers,
-  });
-  const commits = new client.Histogram({
-    name: 'plantstore_sqlite_commit_duration_seconds',
-    help: 'Time in COMMIT of each SQLite group commit: with --durability power, the fsync.',
-    buckets: LATENCY_BUCKETS,
-    registers,
-  });
-  if (sources.pool !== undefined) poolGauges(registers, sources.pool);
+  const database =
+    sources.database === 'postgres'
+      ? postgresInstruments(registers, sources.pool)
+      : sqliteInstruments(registers);
   const webhooks = webhookInstruments(registers, sources.queueDepth);
   return {
     request: (route, method, status, seconds) => requests.add(route, method, status, seconds),
     rateLimited: (policy) => refusals.inc({ policy }),
     statement: (statement, seconds, ok) =>
-      statements.observe({ statement, outcome: ok ? 'ok' : 'error' }, seconds),
+      database.statements?.observe({ statement, outcome: ok ? 'ok' : 'error' }, seconds),
     groupCommit(writes, commitSeconds) {
-      batches.observe(writes);
-      commits.observe(commitSeconds);
+      database.batches?.observe(writes);
+      database.commits?.observe(commitSeconds);
     },
     webhookAttempt(outcome, lagSeconds, seconds) {
       webhooks.attempts.inc({ outcome });
@@ -87,8 +83,10 @@ export function prometheusMetrics(registry: client.Registry, sources: MetricSour
   };
 }
 
-/** What the metrics read at each scrape. */
+/** The database in use, and what the metrics read at each scrape. */
 export interface MetricSources {
+  /** Which database's instruments to export: no pool gauges on SQLite, say. */
+  database: 'sqlite' | 'postgres';
   /** The PostgreSQL pool's state. */
   pool?: () => PoolState | undefined;
   /** Webhook messages pending, across every process on the database. */
@@ -129,6 +127,39 @@ function webhookInstruments(registers: client.Registry[], queueDepth: MetricSour
       buckets: LATENCY_BUCKETS,
       registers,
     }),
+  };
+}
+
+function sqliteInstruments(registers: client.Registry[]) {
+  return {
+    batches: new client.Histogram({
+      name: 'plantstore_sqlite_group_commit_writes',
+      help: 'Writes carried by each SQLite group commit (one transaction, one fsync).',
+      buckets: BATCH_BUCKETS,
+      registers,
+    }),
+    commits: new client.Histogram({
+      name: 'plantstore_sqlite_commit_duration_seconds',
+      help: 'Time in COMMIT of each SQLite group commit: with --durability power, the fsync.',
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    statements: undefined,
+  };
+}
+
+function postgresInstruments(registers: client.Registry[], pool: MetricSources['pool']) {
+  if (pool !== undefined) poolGauges(registers, pool);
+  return {
+    statements: new client.Histogram({
+      name: 'plantstore_db_statement_duration_seconds',
+      help: 'PostgreSQL statements by name, waiting for a connection included, and outcome.',
+      labelNames: ['statement', 'outcome'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    batches: undefined,
+    commits: undefined,
   };
 }
 

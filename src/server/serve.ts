@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { redacted } from '../http/app.js';
-import { openStore, type StoreConfig } from '../store/open.js';
+import { databaseKind, openStore, type StoreConfig } from '../store/open.js';
 import type { Store } from '../store/store.js';
 import { Maintenance } from '../service/maintenance.js';
 import { composeApp, type ComposeOptions } from './compose.js';
@@ -74,6 +74,7 @@ export async function serve(
   // The gauges read the store at each scrape, and the store is opened measured.
   const opened: { store?: Store } = {};
   const sources = {
+    database: databaseKind(storeConfig),
     pool: () => opened.store?.connections?.(),
     queueDepth: async () => opened.store?.webhookQueue.depth(),
   };

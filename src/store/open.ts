@@ -22,6 +22,10 @@ export interface StoreConfig {
 
 export const isPostgresUrl = (url: string): boolean => /^postgres(?:ql)?:\/\//i.test(url);
 
+/** Which database `openStore` opens for the configuration. */
+export const databaseKind = (config: Pick<StoreConfig, 'databaseUrl'>): 'sqlite' | 'postgres' =>
+  config.databaseUrl === undefined ? 'sqlite' : 'postgres';
+
 /**
  * Opens (creating and migrating as needed) the store the configuration names. Each
  * adapter is loaded only when used, so SQLite users never load pg and vice versa. `log`

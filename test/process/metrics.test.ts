@@ -1,10 +1,45 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
+import { forEachBackend } from '../helpers/backends.js';
 import { cli, type Server, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
-// GET /metrics on a listener of its own, from a real process, alone and with --workers.
+// GET /metrics on a listener of its own, from a real process, alone and with --workers;
+// each scrape checked by Prometheus' own checker, promtool.
+
+/**
+ * Why promtool cannot check the scrapes here, or false. Skipped loudly where it is missing,
+ * but never in CI (CI=true, as .ci/run runs, installing Debian's prometheus package for it).
+ */
+const PROMTOOL_SKIP = promtoolSkip();
+
+function promtoolSkip(): string | false {
+  const found = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
+  if (found.error === undefined && found.status === 0) return false;
+  const problem = `promtool cannot run (${found.error?.message ?? found.stderr.trim()})`;
+  if (process.env.CI === 'true') {
+    throw new Error(`${problem}: CI=true, so the /metrics scrapes must be checked by it`);
+  }
+  const reason = `SKIPPED: ${problem}; apt-get install prometheus to check /metrics with it`;
+  console.warn(`\n*** metrics.test.ts ${reason} ***\n`);
+  return reason;
+}
+
+/** Runs `promtool check metrics` on a scrape: fails the test with what promtool says. */
+function promtoolCheck(t: TestContext, text: string): void {
+  if (PROMTOOL_SKIP) {
+    t.diagnostic(PROMTOOL_SKIP);
+    return;
+  }
+  const checked = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  assert.equal(
+    checked.status,
+    0,
+    `promtool check metrics exits ${checked.status}:\n${checked.stdout}${checked.stderr}`,
+  );
+}
 
 const METRICS_AT = /^metrics at (http:\/\/127\.0\.0\.1:\d+\/metrics)$/;
 
@@ -50,6 +85,7 @@ test('--metrics-port serves Prometheus metrics apart from the API', async (t) =>
     assert.ok(sample(text, own) !== undefined, own);
   }
   assert.match(text, /^nodejs_gc_duration_seconds_bucket/m);
+  promtoolCheck(t, text);
   // Never on the API's port, and nothing else on the metrics port.
   assert.equal((await fetch(`${server.url}/metrics`)).status, 404);
   assert.equal((await fetch(url.replace('/metrics', '/'))).status, 404);
@@ -66,4 +102,40 @@ test('with --workers, the primary serves the sum of every worker', async (t) => 
     sample(text, 'plantstore_http_requests_total{route="/plants",method="POST",status="201"}'),
     10,
   );
+  promtoolCheck(t, text);
+});
+
+/** The names of the metric families a scrape exports (its `# TYPE` lines). */
+const families = (text: string) =>
+  [...text.matchAll(/^# TYPE (\S+) /gm)].map((match) => match[1]!).sort();
+
+forEachBackend((backend) => {
+  test('only the database in use has its metrics, and promtool passes them', async (t) => {
+    const database = await backend.fresh(t);
+    const token = (await cli(['token', 'create', ...database.args, '--name', 'm'])).stdout.trim();
+    const server = await startServer(t, [...database.args, '--metrics-port', '0']);
+    const url = await metricsUrl(server);
+    await createPlants(server, token, 2);
+    const text = await (await fetch(url)).text();
+    const names = families(text);
+    const pool = names.filter((name) => name.startsWith('plantstore_db_'));
+    const sqlite = names.filter((name) => name.startsWith('plantstore_sqlite_'));
+    if (database.dialect === 'sqlite') {
+      assert.deepEqual(pool, [], 'no PostgreSQL statement or pool metrics on SQLite');
+      assert.doesNotMatch(text, /^plantstore_db_pool_/m);
+      assert.equal(sqlite.length, 2, names.join(' '));
+    } else {
+      assert.deepEqual(pool, [
+        'plantstore_db_pool_connections',
+        'plantstore_db_pool_in_use',
+        'plantstore_db_pool_max',
+        'plantstore_db_pool_waiting',
+        'plantstore_db_statement_duration_seconds',
+      ]);
+      assert.equal(sample(text, 'plantstore_db_pool_max'), 10);
+      assert.ok(sample(text, 'plantstore_db_pool_connections')! >= 1);
+      assert.deepEqual(sqlite, [], 'no SQLite group-commit metrics on PostgreSQL');
+    }
+    promtoolCheck(t, text);
+  });
 });

@@ -14,7 +14,7 @@ function lines(text: string, prefix: string): string[] {
 
 it('writes the counter and a cumulative histogram, a bound counting in its own bucket', async () => {
   const registry = new client.Registry();
-  const metrics = prometheusMetrics(registry);
+  const metrics = prometheusMetrics(registry, { database: 'sqlite' });
   for (const seconds of [0.0005, 0.0007, 0.003, 7])
     metrics.request('/plants/:id', 'GET', 200, seconds);
   metrics.request('/plants/:id', 'GET', 404, 0.0001);
@@ -42,7 +42,7 @@ it('writes the counter and a cumulative histogram, a bound counting in its own b
 
 it("sums two workers' figures as the cluster's primary does", async () => {
   const workers = [new client.Registry(), new client.Registry()];
-  const [a, b] = workers.map((registry) => prometheusMetrics(registry));
+  const [a, b] = workers.map((registry) => prometheusMetrics(registry, { database: 'sqlite' }));
   a!.request('/plants', 'GET', 200, 0.001);
   b!.request('/plants', 'GET', 200, 0.02);
   b!.request('/plants', 'GET', 200, 0.02);
