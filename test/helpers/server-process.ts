@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -196,4 +197,43 @@ export function cli(args: string[]): Promise<{ stdout: string; stderr: string }>
       },
     );
   });
+}
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface CliRunOptions {
+  /** The directory it runs in: the repository unless given (a relative --db is under it). */
+  cwd?: string;
+  /** Variables set on top of the clean environment (`cleanEnv`). */
+  env?: Record<string, string>;
+  /** What it reads on stdin, then end of file; nothing when not given. */
+  stdin?: string;
+}
+
+/**
+ * Runs the built CLI, `plantstore <args>`, to its end, whatever its exit code; fails the
+ * test if it has not ended by itself within 20 s (a spinning process is a bug too).
+ */
+export async function runCli(
+  args: string[],
+  { cwd = ROOT, env = {}, stdin }: CliRunOptions = {},
+): Promise<CliRun> {
+  const child = spawn(process.execPath, [join(ROOT, 'bin', 'plantstore'), ...args], {
+    cwd,
+    env: { ...cleanEnv(), ...env },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stdin.end(stdin ?? '');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const [code, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
+  clearTimeout(timer);
+  assert.equal(signal, null, `plantstore ${args.join(' ')} did not end by itself: ${stderr}`);
+  return { code, stdout, stderr };
 }

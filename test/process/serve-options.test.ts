@@ -2,11 +2,15 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
-import { test, type TestContext } from 'node:test';
-import { cleanEnv, LISTENING, ROOT } from '../helpers/server-process.js';
+import { join } from 'node:path';
+import { describe, it, test, type TestContext } from 'node:test';
+import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { cleanEnv, LISTENING, type LogLine, ROOT } from '../helpers/server-process.js';
+import { makeTempDir } from '../helpers/setup.js';
 
 // The timeout, CORS and webhook limit options of `serve`: bad values are usage errors (exit 2)
-// before anything starts, and the environment variables work like the flags.
+// before anything starts, and the environment variables work like the flags. And the one line
+// it logs to say which database it uses.
 
 function serve(args: string[], env: NodeJS.ProcessEnv = {}) {
   return spawn(process.execPath, ['bin/plantstore', 'serve', '--db', ':memory:', ...args], {
@@ -94,4 +98,57 @@ test('timeouts longer than Node’s own defaults start: a 1 h request timeout, a
   });
   const res = await fetch(`${url}/healthz`);
   assert.equal(res.status, 200, await res.text());
+});
+
+/** Starts `serve --port 0`, returns its log lines up to "Server listening", and stops it. */
+async function startUpLines(t: TestContext, args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, ['bin/plantstore', 'serve', '--port', '0', ...args], {
+    cwd: ROOT,
+    env: { ...cleanEnv(), ...env },
+  });
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const lines: LogLine[] = [];
+  for await (const text of createInterface({ input: child.stdout })) {
+    const line = JSON.parse(text) as LogLine;
+    lines.push(line);
+    if (LISTENING.test(line.msg ?? '')) break;
+  }
+  assert.ok(
+    lines.some((line) => LISTENING.test(line.msg ?? '')),
+    `serve did not listen: ${stderr}`,
+  );
+  child.kill('SIGTERM');
+  await once(child, 'exit');
+  return lines;
+}
+
+describe('serve says which database it uses, once, before it listens', () => {
+  it('SQLite: the absolute path and the durability', async (t) => {
+    const dir = makeTempDir(t);
+    const lines = await startUpLines(t, ['--db', join(dir, 's.db'), '--durability', 'process']);
+    const named = lines.filter((line) => line.database !== undefined);
+    assert.equal(named.length, 1, JSON.stringify(lines));
+    assert.equal(named[0]!.database, `SQLite database ${join(dir, 's.db')}`);
+    assert.equal(named[0]!.durability, 'process');
+    assert.equal(named[0]!.msg, `using SQLite database ${join(dir, 's.db')}, durability process`);
+  });
+
+  it(
+    'PostgreSQL from DATABASE_URL: says so, and never shows the password',
+    { skip: POSTGRES_SKIP },
+    async (t) => {
+      const url = new URL(await freshDatabase(t));
+      url.password = 'sekret-in-url';
+      const lines = await startUpLines(t, [], { DATABASE_URL: url.toString() });
+      const named = lines.filter((line) => line.database !== undefined);
+      assert.equal(named.length, 1, JSON.stringify(lines));
+      const database = `PostgreSQL database "${url.pathname.slice(1)}" on ${url.host} as ${url.username} (from DATABASE_URL)`;
+      assert.equal(named[0]!.msg, `using ${database}, durability power`);
+      assert.doesNotMatch(JSON.stringify(lines), /sekret/);
+    },
+  );
 });
