@@ -21,6 +21,7 @@ import type { Facts, PhaseContext } from './phases/facts.js';
 import { postgresPhase, sqlitePhase } from './phases/groups.js';
 import { historyPhase } from './phases/history.js';
 import { importPhase } from './phases/imports.js';
+import { webhookLagPhase } from './phases/webhook-lag.js';
 import { webhookPhase } from './phases/webhooks.js';
 import { resultsMarkdown, type RunMeta } from './report/results.js';
 import { fullPlan, selectGroups } from './rows/plan.js';
@@ -134,8 +135,14 @@ async function main(): Promise<number> {
     log,
   };
   const rows = await measure(options, ctx, runReasons);
-  if (options.only.length === 0 || options.only.some((part) => 'webhooks'.includes(part))) {
+  const phase = (name: string) =>
+    options.only.length === 0 || options.only.some((part) => name.includes(part));
+  if (phase('webhooks')) {
     facts.webhooks = await webhookPhase(ctx, options.quick ? 1000 : 5000);
+  }
+  if (phase('webhooks') || phase('webhook-lag')) {
+    facts.webhookLag = await webhookLagPhase(ctx);
+    runReasons.push(...facts.webhookLag.problems.map((p) => `webhook lag: ${p}`));
   }
   if (options.only.length === 0 || options.only.some((part) => 'plants-import'.includes(part))) {
     facts.imports = await importPhase(ctx, options.quick ? 2000 : 10_000);

@@ -28,7 +28,8 @@ export const USAGE = `npm run bench -- [--quick] [--rounds N] [--turn SECONDS] [
   --turn SECONDS   length of one turn of load, whole seconds (default 1)
   --only PART,...  only the groups whose id contains a PART, e.g. postgres, sqlite-large,
                    getOne, /1 (one connection), tagList, client-ids, the webhook
-                   rows for \`webhooks\`, the import rows for \`plants-import\`,
+                   rows for \`webhooks\` (the lag beside hung endpoints alone for
+                   \`webhook-lag\`), the import rows for \`plants-import\`,
                    deliveries and audit for \`deliveries-audit\`;
                    such a run never writes bench/RESULTS.md
 

@@ -32,6 +32,8 @@ export interface Facts {
   smallPlants: number;
   /** The webhook rows, when the run made them. */
   webhooks?: WebhookFacts;
+  /** A healthy endpoint's delivery lag beside hung ones, when the run measured it. */
+  webhookLag?: LagFacts;
   /** The import rows, when the run made them. */
   imports?: ImportFacts;
   /** Webhook deliveries and the audit trail read back, when the run made them. */
@@ -49,6 +51,37 @@ export interface WebhookFacts {
   prompt: number;
   /** Median time from sending the write to the message's arrival: commit to leaving, and more. */
   promptP50ms: number;
+}
+
+/** One server's measurement of a healthy endpoint's delivery lag (phases/webhook-lag.ts). */
+export interface LagRun {
+  database: 'SQLite' | 'PostgreSQL';
+  /** Endpoints subscribed beside the healthy one that take the connection and never answer. */
+  hung: number;
+  /** Creates measured, one message each for the healthy endpoint. */
+  creates: number;
+  /** Of those messages, how many reached the healthy endpoint within the wait. */
+  arrived: number;
+  /**
+   * From the create's 201 (its answer's headers at the client) to the message's arrival at
+   * the healthy endpoint (its whole request read), nearest rank over every create: Infinity
+   * when the message of that rank never arrived. The p99 of 40 is the slowest.
+   */
+  p50ms: number;
+  p99ms: number;
+  /** Cores' worth of CPU that neither the server, its backends nor this harness used. */
+  otherCores?: number;
+}
+
+export interface LagFacts {
+  /** Creates measured per server, one every `paceMs`. */
+  creates: number;
+  paceMs: number;
+  /** How long after the last create a message may still arrive. */
+  waitMs: number;
+  runs: LagRun[];
+  /** What went wrong, or other load that disturbed a measurement. */
+  problems: string[];
 }
 
 export const IMPORT_KINDS = ['without ids', 'with ids', 'without ids after with ids'] as const;

@@ -10,6 +10,7 @@ import type { Row } from '../rows/rows.js';
 import {
   historyTable,
   importsTable,
+  lagTable,
   reasonsList,
   resultsTable,
   targetsTable,
@@ -118,6 +119,26 @@ ${historyTable(facts.history!)}
 `;
 }
 
+function lagSection(facts: Facts): string {
+  const lag = facts.webhookLag!;
+  return `## Webhook delivery lag beside hung endpoints
+
+A fresh plantstore server (SQLite with power durability, or PostgreSQL) with its default webhook
+settings (15 s timeout, 64 attempts in flight) and one endpoint answering 204 at once, alone or
+with hung endpoints beside it (each takes the connection and never answers), all subscribed to
+\`plant.created\`. After one create waited for (and an attempt hanging at every hung endpoint),
+${lag.creates} creates, one every ${lag.paceMs} ms; each lag is from the create's 201 at the client to
+its message's arrival at the healthy endpoint; p50 and p99 by nearest rank (the p99 of 40 is
+the slowest), a message not there
+${lag.waitMs / 1000} s after the last create counted as never. The run is invalid when other
+processes used more than ${LIMITS.otherMax} cores meanwhile (the server's, its PostgreSQL
+backends' and this harness's CPU is known).
+
+${lagTable(lag)}
+
+`;
+}
+
 export function resultsMarkdown(rows: Row[], facts: Facts, meta: RunMeta): string {
   return `# Benchmark results
 
@@ -134,7 +155,7 @@ ${methodText(meta, facts)}
 
 ${resultsTable(rows)}
 
-${facts.imports === undefined ? '' : importsSection(facts)}${facts.history === undefined ? '' : historySection(facts)}## Targets
+${facts.webhookLag === undefined ? '' : lagSection(facts)}${facts.imports === undefined ? '' : importsSection(facts)}${facts.history === undefined ? '' : historySection(facts)}## Targets
 
 ${targetsTable(rows, facts)}
 

@@ -1,6 +1,6 @@
 /** The tables of a run, in Markdown: results, validity, targets. Pure. */
 import type { Side } from '../harness/summary.js';
-import type { HistoryFacts, ImportFacts } from '../phases/facts.js';
+import type { HistoryFacts, ImportFacts, LagFacts } from '../phases/facts.js';
 import { DATA_SETS } from '../rows/plan.js';
 import type { Row } from '../rows/rows.js';
 import { SCENARIOS } from '../rows/scenarios.js';
@@ -173,6 +173,29 @@ export function historyTable(history: HistoryFacts): string {
     fmt(r.p50ms, 2),
     fmt(r.p99ms, 2),
     fmt(r.samples),
+    fmt(r.otherCores, 2),
+  ]);
+  return tableOf(head, lines);
+}
+
+/** A healthy endpoint's delivery lag, one line per server (phases/webhook-lag.ts). */
+export function lagTable(lag: LagFacts): string {
+  const head = [
+    'database',
+    'hung endpoints',
+    'creates',
+    'arrived',
+    'p50 ms',
+    'p99 ms',
+    'other load (cores)',
+  ];
+  const lines = lag.runs.map((r) => [
+    r.database,
+    String(r.hung),
+    String(r.creates),
+    String(r.arrived),
+    Number.isFinite(r.p50ms) ? fmt(r.p50ms, 1) : 'never',
+    Number.isFinite(r.p99ms) ? fmt(r.p99ms, 1) : 'never',
     fmt(r.otherCores, 2),
   ]);
   return tableOf(head, lines);

@@ -1,5 +1,12 @@
 /** The targets, checked against a run's rows and facts. Pure. */
-import { type Facts, IMPORT_KINDS, type ImportRun, type WebhookFacts } from '../phases/facts.js';
+import {
+  type Facts,
+  IMPORT_KINDS,
+  type ImportRun,
+  type LagFacts,
+  type LagRun,
+  type WebhookFacts,
+} from '../phases/facts.js';
 import type { Row } from '../rows/rows.js';
 import { SCENARIOS, type ScenarioId } from '../rows/scenarios.js';
 
@@ -229,6 +236,48 @@ function webhookChecks(hooks: WebhookFacts | undefined): Check[] {
   ];
 }
 
+/** How much later a healthy endpoint's messages may arrive beside hung endpoints than alone. */
+export const LAG_MARGIN_MS = 2000;
+
+/** A lag in ms, or in seconds past a second; `never` for a message that did not arrive. */
+const lagText = (n: number): string =>
+  !Number.isFinite(n) ? 'never' : n >= 1000 ? `${(n / 1000).toFixed(1)} s` : `${n.toFixed(0)} ms`;
+
+/**
+ * A healthy endpoint's delivery lag with hung endpoints beside it no more than 2 s above its
+ * lag alone, at p50 and at p99 (issue 23: "within a second or two of its own answer time
+ * however many other endpoints hang"), on each database. A difference, not a ratio: the lag
+ * alone is a few milliseconds, and a hung receiver's cost shows as seconds (its timeout).
+ */
+function lagChecks(lag: LagFacts | undefined): Check[] {
+  return (['SQLite', 'PostgreSQL'] as const).map((database) => {
+    const runs = lag?.runs.filter((r) => r.database === database) ?? [];
+    const alone = runs.find((r) => r.hung === 0);
+    const beside = runs.find((r) => r.hung > 0);
+    const where = database === 'SQLite' ? 'SQLite, power durability' : 'PostgreSQL';
+    const hung = beside?.hung ?? 20;
+    const creates = lag === undefined ? '' : `; ${lag.creates} creates ${lag.paceMs} ms apart`;
+    const target =
+      `webhooks (${where}; default settings, 15 s timeout${creates}): a healthy endpoint's ` +
+      `delivery lag (create's 201 to its message) with ${hung} hung endpoints ` +
+      `≤ its lag with none + ${LAG_MARGIN_MS / 1000} s, at p50 and p99`;
+    if (alone === undefined || beside === undefined) {
+      return { target, measured: 'not measured', met: undefined };
+    }
+    const arrived = (r: LagRun) => `${r.arrived} of ${r.creates}`;
+    const measured =
+      `p50 ${lagText(beside.p50ms)} vs ${lagText(alone.p50ms)}, ` +
+      `p99 ${lagText(beside.p99ms)} vs ${lagText(alone.p99ms)}; ` +
+      `arrived ${arrived(beside)} vs ${arrived(alone)}`;
+    // Alone, every message must arrive: else there is nothing to hold the other run to.
+    const met =
+      alone.arrived === alone.creates &&
+      beside.p50ms <= alone.p50ms + LAG_MARGIN_MS &&
+      beside.p99ms <= alone.p99ms + LAG_MARGIN_MS;
+    return { target, measured, met };
+  });
+}
+
 /**
  * `plantstore plants import`: lines per second on the large store within 15% of
  * the small one, for each kind of import; and without ids after an import with ids no more
@@ -387,6 +436,7 @@ export function checks(rows: Row[], facts: Facts): Check[] {
     ...processChecks(facts),
     ...fsyncChecks(rows, facts),
     ...webhookChecks(facts.webhooks),
+    ...lagChecks(facts.webhookLag),
     ...importChecks(facts),
     ...historyChecks(facts),
   ];

@@ -5,7 +5,7 @@ import type { Row } from '../rows/rows.js';
 import type { Side } from '../harness/summary.js';
 import { readFileSync } from 'node:fs';
 import { MISSED_EXPLAINED, targetsTable } from '../report/tables.js';
-import type { HistoryRun, ImportKind, ImportRun } from '../phases/facts.js';
+import type { HistoryRun, ImportKind, ImportRun, LagRun } from '../phases/facts.js';
 import { checks, type Facts } from '../report/targets.js';
 import { expectations, selfCheckReasons, sideReasons, startReasons } from '../harness/validity.js';
 
@@ -232,6 +232,40 @@ describe('checks', () => {
       .filter((c) => /deliveries|audit/.test(c.target) && c.target.includes('PostgreSQL'))
       .map((c) => c.met);
     assert.deepEqual(verdicts, [true, false]);
+  });
+
+  it("holds a healthy endpoint's lag beside hung ones to its lag alone plus 2 s", () => {
+    const run = (hung: number, p50ms: number, p99ms: number, arrived = 40): LagRun => ({
+      database: 'SQLite',
+      hung,
+      creates: 40,
+      arrived,
+      p50ms,
+      p99ms,
+    });
+    const verdicts = (...runs: LagRun[]) =>
+      checks([], {
+        ...facts,
+        webhookLag: { creates: 40, paceMs: 100, waitMs: 30_000, runs, problems: [] },
+      }).filter((c) => c.target.includes('hung endpoints'));
+    const [sqlite, postgres] = verdicts(run(0, 30, 100), run(20, 60, 2100));
+    assert.equal(sqlite?.met, true);
+    assert.equal(postgres?.met, undefined, 'PostgreSQL not measured');
+    assert.equal(
+      sqlite?.measured,
+      'p50 60 ms vs 30 ms, p99 2.1 s vs 100 ms; arrived 40 of 40 vs 40 of 40',
+    );
+    assert.match(
+      sqlite!.target,
+      /with 20 hung endpoints ≤ its lag with none \+ 2 s, at p50 and p99/,
+    );
+    assert.equal(verdicts(run(0, 30, 100), run(20, 60, 2101))[0]?.met, false, 'p99 over');
+    assert.equal(verdicts(run(0, 30, 100), run(20, 2031, 2050))[0]?.met, false, 'p50 over');
+    const never = verdicts(run(0, 30, 100), run(20, 60, Infinity, 39))[0];
+    assert.equal(never?.met, false, 'one message never came');
+    assert.match(never!.measured, /p99 never vs 100 ms; arrived 39 of 40/);
+    const brokenAlone = verdicts(run(0, 30, Infinity, 39), run(20, 60, Infinity, 39))[0];
+    assert.equal(brokenAlone?.met, false, 'nothing to hold it to when one is missing alone');
   });
 
   it('says "not measured" of a target without its row, and judges the facts', () => {
