@@ -31,6 +31,7 @@ import { backupCommands } from './backup-commands.js';
 import { databaseName, named, withDatabase } from './database.js';
 import { plantsCommand } from './plants-command.js';
 import { tokenCommand } from './token-commands.js';
+import { webhooksCommand } from './webhooks-command.js';
 import { type WebhookCommandOptions, webhookOptions } from './webhook-options.js';
 
 interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions, WebhookCommandOptions {
@@ -259,6 +260,7 @@ function program(): Command {
   root.addCommand(auditCommand());
   for (const command of backupCommands()) root.addCommand(command);
   root.addCommand(plantsCommand());
+  root.addCommand(webhooksCommand());
   // Subcommands inherit neither exitOverride nor help-after-error; set them on each.
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
   for (const command of all(root)) command.exitOverride().showHelpAfterError();
