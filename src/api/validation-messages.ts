@@ -1,5 +1,5 @@
 import type { ErrorObject } from 'ajv';
-import { INT64_RANGE, parseInt64 } from '../core/int64.js';
+import { INT64_RANGE, int64Spelling } from '../core/int64.js';
 import { PLANT_LIMITS } from '../core/plant.js';
 
 // What a refused input is told, in the API's words: which field, what it must be, and what
@@ -173,7 +173,7 @@ function int64Message({ part, owner }: Refusal, name: string, value: unknown): s
       ? `${name} must be a JSON integer, not a string: no quotes around it.`
       : `${name} must be an integer from ${INT64_RANGE}.`;
   }
-  const spelling = idSpelling(value);
+  const spelling = int64Spelling(value);
   if (spelling !== undefined) return `${name} ${spelling}.`;
   const id = owner === 'plants' ? 'a plant id' : 'an id';
   return `${name} must be ${id}: a decimal integer from ${INT64_RANGE}.`;
@@ -206,23 +206,8 @@ function allowedValues(schema: Schema | undefined): string[] {
 function pathIdMessage(refusal: Refusal): string {
   const field = refusal.error?.instancePath.slice(1) ?? 'id';
   const noun = PATH_IDS[refusal.owner][field] ?? PATH_IDS[refusal.owner].id!;
-  const spelling = idSpelling(valueAt(refusal));
+  const spelling = int64Spelling(valueAt(refusal));
   return spelling === undefined
     ? `${noun} must be a decimal integer from ${INT64_RANGE}.`
     : `${noun} ${spelling}.`;
-}
-
-/**
- * What is wrong with a decimal that is the right number spelt another way (`007`, `+5`,
- * `-0`): how to write it. Undefined for anything else, which is not echoed.
- */
-function idSpelling(value: unknown): string | undefined {
-  if (typeof value !== 'string' || !/^[+-]?\d{1,40}$/.test(value)) return undefined;
-  const canonical = (value.startsWith('-') ? '-' : '') + value.replace(/^[+-]?0*(?=\d)/, '');
-  const fixed = canonical === '-0' ? '0' : canonical;
-  if (parseInt64(fixed) === undefined) return `must be from ${INT64_RANGE}`;
-  if (fixed === value) return undefined;
-  if (value.startsWith('+')) return `is written without a plus sign: ${fixed}, not ${value}`;
-  if (fixed === '0' && value.startsWith('-')) return `is written without a sign: 0, not ${value}`;
-  return `is written without leading zeros: ${fixed}, not ${value}`;
 }

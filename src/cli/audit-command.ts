@@ -2,12 +2,17 @@ import { once } from 'node:events';
 import { Command, Option } from 'commander';
 import { stringify } from 'lossless-json';
 import type { AuditEntry, AuditQuery } from '../core/audit.js';
-import { parseInt64 } from '../core/int64.js';
 import type { Plant } from '../core/plant.js';
 import { parseDuration } from '../core/tokens.js';
 import { inBatches } from '../service/maintenance.js';
 import { openDatabase } from './database.js';
-import { argument, databaseUrlOption, type DatabaseOptions, dbOption } from './options.js';
+import {
+  argument,
+  databaseUrlOption,
+  type DatabaseOptions,
+  dbOption,
+  int64Argument,
+} from './options.js';
 import { forTerminal } from './terminal-text.js';
 
 interface AuditOptions extends DatabaseOptions {
@@ -127,11 +132,7 @@ export function auditCommand(): Command {
     )
     .addOption(
       new Option('--plant <id>', 'only writes of the plant with this id').argParser(
-        argument((text) => {
-          const id = parseInt64(text);
-          if (id === undefined) throw new Error(`"${text}" is not a plant id (a decimal int64)`);
-          return id;
-        }),
+        int64Argument('the plant id'),
       ),
     )
     .option('--json', 'one JSON object per line instead of text')

@@ -25,6 +25,7 @@ import {
   storeConfig,
   type TimeoutOptions,
   USAGE,
+  UsageError,
 } from './options.js';
 import { auditCommand } from './audit-command.js';
 import { backupCommands } from './backup-commands.js';
@@ -272,6 +273,9 @@ try {
 } catch (error) {
   if (error instanceof CommanderError) {
     process.exitCode = error.exitCode === 0 ? 0 : USAGE;
+  } else if (error instanceof UsageError) {
+    process.stderr.write(`plantstore: ${error.message}\n`);
+    process.exitCode = USAGE;
   } else {
     process.stderr.write(`plantstore: ${(error as Error).message}\n`);
     process.exitCode = 1;

@@ -3,6 +3,7 @@ import { InvalidArgumentError, Option } from 'commander';
 import { formatRateLimit, parseRateLimit, type RateLimit } from '../core/rate-limit.js';
 import { DEFAULT_SCOPES, parseScopes } from '../core/scopes.js';
 import { parseDuration } from '../core/tokens.js';
+import { INT64_RANGE, int64Spelling, parseInt64 } from '../core/int64.js';
 import { parseCorsOrigins } from '../api/cors-origins.js';
 import {
   HEADERS_TIMEOUT_MS,
@@ -14,6 +15,7 @@ import {
   TIMEOUT_MIN_MS,
 } from '../api/limits.js';
 import { isPostgresUrl, type StoreConfig } from '../store/open.js';
+import { forTerminal } from './terminal-text.js';
 
 /** Exit codes: 0 done, 1 failed, 2 the command line was wrong. */
 export const USAGE = 2;
@@ -31,6 +33,28 @@ export function argument<T>(parse: (text: string) => T): (text: string) => T {
     }
   };
 }
+
+/**
+ * A mistake on the command line that one line says: `plantstore: <message>` and exit code 2,
+ * without commander's usage after it. Thrown by a command's work, or by an argument parser
+ * (which commander then passes on to main.ts as it is).
+ */
+export class UsageError extends Error {}
+
+/**
+ * An int64 id argument or option value (`name`: "the plant id"), refused in the server's
+ * words for an id in a path: "the plant id is written without leading zeros: 7, not 007".
+ */
+export const int64Argument =
+  (name: string) =>
+  (text: string): bigint => {
+    const id = parseInt64(text);
+    if (id !== undefined) return id;
+    const problem =
+      int64Spelling(text) ??
+      `must be a decimal integer from ${INT64_RANGE}, not "${forTerminal(text)}"`;
+    throw new UsageError(`${name} ${problem}`);
+  };
 
 export const parsePort = argument((text) => {
   if (!/^\d{1,5}$/.test(text) || Number(text) > 65535) {

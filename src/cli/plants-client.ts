@@ -9,8 +9,7 @@ import {
   PlantstoreError,
   stringifyBody,
 } from '../client/index.js';
-import { parseInt64 } from '../core/int64.js';
-import { argument } from './options.js';
+import { argument, int64Argument, UsageError } from './options.js';
 import { forTerminal } from './terminal-text.js';
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
@@ -43,14 +42,9 @@ export const tokenOption = () =>
     'access token (from "plantstore token create"); prefer the variable, which ps does not show',
   ).env('PLANTSTORE_TOKEN');
 
-export const plantIdArgument = argument((text) => {
-  const id = parseInt64(text);
-  if (id === undefined) throw new Error(`"${text}" is not a plant id (a decimal int64)`);
-  return id;
-});
+export const plantIdArgument = int64Argument('the plant id');
 
-/** A mistake on the command line found once the command runs: exit code 2, like commander's. */
-export class UsageError extends Error {}
+export { UsageError };
 
 /** A client of the server the options name; a usage error without a token. */
 export function clientOf(options: ServerOptions): PlantstoreClient {

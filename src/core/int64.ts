@@ -24,3 +24,20 @@ export function parseInt64(text: string): bigint | undefined {
   const value = BigInt(text);
   return isInt64(value) ? value : undefined;
 }
+
+/**
+ * What is wrong with `value`, a decimal that is an int64 spelt another way (`007`, `+5`,
+ * `-0`) or one out of range, to follow the name of what it is ("The plant id is written
+ * without leading zeros: 7, not 007"). Undefined for the canonical form and for anything
+ * else (which the server does not echo): the caller then states the form.
+ */
+export function int64Spelling(value: unknown): string | undefined {
+  if (typeof value !== 'string' || !/^[+-]?\d{1,40}$/.test(value)) return undefined;
+  const canonical = (value.startsWith('-') ? '-' : '') + value.replace(/^[+-]?0*(?=\d)/, '');
+  const fixed = canonical === '-0' ? '0' : canonical;
+  if (parseInt64(fixed) === undefined) return `must be from ${INT64_RANGE}`;
+  if (fixed === value) return undefined;
+  if (value.startsWith('+')) return `is written without a plus sign: ${fixed}, not ${value}`;
+  if (fixed === '0' && value.startsWith('-')) return `is written without a sign: 0, not ${value}`;
+  return `is written without leading zeros: ${fixed}, not ${value}`;
+}

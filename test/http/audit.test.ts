@@ -164,7 +164,10 @@ forEachBackend(({ setup }) => {
         cli(['audit', '--since', '2026-11-21T08:00:00', ...database.args]),
         /is neither/,
       );
-      await assert.rejects(cli(['audit', '--plant', '007', ...database.args]), /is not a plant id/);
+      await assert.rejects(
+        cli(['audit', '--plant', '007', ...database.args]),
+        /the plant id is written without leading zeros: 7, not 007/,
+      );
     });
   });
 
