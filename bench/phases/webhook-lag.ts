@@ -221,8 +221,9 @@ async function lagRun(ctx: PhaseContext, w: Where, hung: number, o: LagOptions, 
       }
     }
     facts.runs.push(run);
+    const ms = (n: number) => (Number.isFinite(n) ? `${n.toFixed(1)} ms` : 'never');
     ctx.log(
-      `webhook lag, ${what}: p50 ${run.p50ms.toFixed(1)} ms, p99 ${run.p99ms.toFixed(1)} ms, ` +
+      `webhook lag, ${what}: p50 ${ms(run.p50ms)}, p99 ${ms(run.p99ms)}, ` +
         `${run.arrived} of ${run.creates} arrived`,
     );
   } finally {
@@ -248,6 +249,16 @@ export async function webhookLagPhase(
 ): Promise<LagFacts> {
   const { creates, paceMs, waitMs } = options;
   const facts: LagFacts = { creates, paceMs, waitMs, runs: [], problems: [] };
+  const started = performance.now();
+  try {
+    await lagRuns(ctx, options, facts);
+  } finally {
+    ctx.log(`webhook lag: ${((performance.now() - started) / 1000).toFixed(0)} s`);
+  }
+  return facts;
+}
+
+async function lagRuns(ctx: PhaseContext, options: LagOptions, facts: LagFacts): Promise<void> {
   for (const hung of [0, options.hung]) {
     const db = join(ctx.dir, `webhook-lag-${hung}.db`);
     const spec: ServerSpec = {
@@ -260,11 +271,11 @@ export async function webhookLagPhase(
     await lagRun(ctx, { database: 'SQLite', config: { db }, spec }, hung, options, facts);
   }
   const { postgresUrl } = options;
-  if (postgresUrl === undefined) return facts;
+  if (postgresUrl === undefined) return;
   const answer = await reachable(postgresUrl);
   if (answer !== true) {
     facts.problems.push(`no PostgreSQL at PLANTSTORE_BENCH_DATABASE_URL (${answer})`);
-    return facts;
+    return;
   }
   for (const hung of [0, options.hung]) {
     const schema = await seedSchema(
@@ -294,5 +305,4 @@ export async function webhookLagPhase(
       await schema.drop();
     }
   }
-  return facts;
 }
