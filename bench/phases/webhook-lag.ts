@@ -171,6 +171,7 @@ async function lagRun(ctx: PhaseContext, w: Where, hung: number, o: LagOptions, 
   try {
     const subscribe = (url: string) =>
       created(server, token, '/webhooks', { url, events: ['plant.created'] });
+    // The healthy endpoint last: the highest id, last in any order the queue takes by id.
     for (const url of bad.urls) await subscribe(url);
     await subscribe(healthy.url);
     const first = await created(server, token, '/plants', { name: 'webhook lag warm-up' });
