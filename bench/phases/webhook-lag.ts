@@ -167,14 +167,16 @@ async function lagRun(ctx: PhaseContext, w: Where, hung: number, o: LagOptions, 
   const token = await lagToken(w.config);
   const healthy = await healthyReceiver();
   const bad = await hungReceivers(hung);
-  const server = await startServer(`webhook lag ${what}`, w.spec, ctx.at.serverCores);
+  let server: Server | undefined;
   try {
+    const live = await startServer(`webhook lag ${what}`, w.spec, ctx.at.serverCores);
+    server = live;
     const subscribe = (url: string) =>
-      created(server, token, '/webhooks', { url, events: ['plant.created'] });
+      created(live, token, '/webhooks', { url, events: ['plant.created'] });
     // The healthy endpoint last: the highest id, last in any order the queue takes by id.
     for (const url of bad.urls) await subscribe(url);
     await subscribe(healthy.url);
-    const first = await created(server, token, '/plants', { name: 'webhook lag warm-up' });
+    const first = await created(live, token, '/plants', { name: 'webhook lag warm-up' });
     const ready = () => healthy.arrived.has(first.id) && bad.connected.size === hung;
     if (!(await held(ready, READY_MS))) {
       facts.problems.push(
@@ -183,8 +185,8 @@ async function lagRun(ctx: PhaseContext, w: Where, hung: number, o: LagOptions, 
           `${bad.connected.size} of ${hung} hung endpoints had an attempt`,
       );
     }
-    const dbBefore = cpuOf(await w.backends?.(server.pid));
-    const cpu = treeCpuSeconds(server.pid) ?? NaN;
+    const dbBefore = cpuOf(await w.backends?.(live.pid));
+    const cpu = treeCpuSeconds(live.pid) ?? NaN;
     const machine = machineCpu();
     const harness = process.cpuUsage();
     const started = performance.now();
@@ -192,13 +194,13 @@ async function lagRun(ctx: PhaseContext, w: Where, hung: number, o: LagOptions, 
     for (let i = 0; i < o.creates; i++) {
       const wait = started + i * o.paceMs - performance.now();
       if (wait > 0) await sleep(wait);
-      const { at, id } = await created(server, token, '/plants', { name: `webhook lag ${i}` });
+      const { at, id } = await created(live, token, '/plants', { name: `webhook lag ${i}` });
       answered.set(id, at);
     }
     await held(() => [...answered.keys()].every((id) => healthy.arrived.has(id)), o.waitMs);
     const seconds = (performance.now() - started) / 1000;
-    const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - cpu;
-    const dbCpu = w.backends ? cpuSince(dbBefore, cpuOf(await w.backends(server.pid))) : 0;
+    const serverCpu = (treeCpuSeconds(live.pid) ?? NaN) - cpu;
+    const dbCpu = w.backends ? cpuSince(dbBefore, cpuOf(await w.backends(live.pid))) : 0;
     const after = machineCpu();
     const usage = process.cpuUsage(harness);
     const lags = [...answered].flatMap(([id, at]) => {
@@ -231,7 +233,7 @@ async function lagRun(ctx: PhaseContext, w: Where, hung: number, o: LagOptions, 
     // SIGTERM first, so that no new attempt starts; then the hung attempts fail at once and
     // the server need not wait out its shutdown grace for them.
     const stopped = performance.now();
-    const stopping = stop(server);
+    const stopping = server === undefined ? Promise.resolve() : stop(server);
     await sleep(50);
     await bad.close();
     await stopping;
