@@ -179,8 +179,7 @@ function exportCommand(plants: Command): void {
           count += page.data.length;
           bar.update(count);
         }
-        bar.finish();
-        process.stderr.write(`exported ${count} plants\n`);
+        bar.finish(count);
       }),
     );
 }

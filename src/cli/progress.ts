@@ -24,8 +24,11 @@ export interface ProgressOptions {
 export interface Progress {
   /** `done` items so far; `fraction` of the whole when it is known (0 to 1); `note` after it. */
   update(done: number, fraction?: number, note?: string): void;
-  /** Clears the bar on a terminal, for the summary that follows. */
-  finish(): void;
+  /**
+   * Clears the bar on a terminal, for the summary that follows; given `total`, is that
+   * summary ("exported 20000 plants"), said once: not again where the last count said it.
+   */
+  finish(total?: number): void;
 }
 
 const BAR_WIDTH = 24;
@@ -43,14 +46,16 @@ export function progress(stream: ProgressStream, options: ProgressOptions): Prog
     `${verb} ${done} ${unit}${note ? `, ${note}` : ''}`;
   if (!stream.isTTY) {
     let reported = 0;
+    let said: string | undefined;
     return {
       update(done, _fraction, note) {
         if (done - reported < every) return;
         reported = done - (done % every);
-        stream.write(`${count(done, note)}\n`);
+        said = `${count(done, note)}\n`;
+        stream.write(said);
       },
-      finish() {
-        // The command's summary says the totals.
+      finish(total) {
+        if (total !== undefined && said !== `${count(total)}\n`) stream.write(`${count(total)}\n`);
       },
     };
   }
@@ -63,8 +68,9 @@ export function progress(stream: ProgressStream, options: ProgressOptions): Prog
       // Cut to the terminal's width: a wrapped line could not be redrawn by `\r`.
       stream.write(`\r${text.slice(0, (stream.columns || 80) - 1)}\x1b[K`);
     },
-    finish() {
+    finish(total) {
       if (drawn !== -Infinity) stream.write('\r\x1b[K');
+      if (total !== undefined) stream.write(`${count(total)}\n`);
     },
   };
 }

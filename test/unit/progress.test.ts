@@ -39,6 +39,31 @@ test('elsewhere: a plain line every so many items, nothing to clear', () => {
   assert.deepEqual(out.written, ['exported 1000 plants\n', 'exported 2600 plants\n']);
 });
 
+test('the total said once, as the summary, where the last count already said it', () => {
+  // `plants export` of 20000 plants into a pipe, stderr to a log: it said the total twice.
+  const out = stream(false);
+  const bar = progress(out, { verb: 'exported', unit: 'plants', every: 10_000 });
+  for (let done = 1000; done <= 20_000; done += 1000) bar.update(done);
+  bar.finish(20_000);
+  assert.deepEqual(out.written, ['exported 10000 plants\n', 'exported 20000 plants\n']);
+
+  const short = stream(false);
+  const other = progress(short, { verb: 'exported', unit: 'plants', every: 10_000 });
+  for (let done = 1000; done <= 12_000; done += 1000) other.update(done);
+  other.finish(12_000);
+  assert.deepEqual(short.written, ['exported 10000 plants\n', 'exported 12000 plants\n']);
+
+  const terminal = stream(true);
+  const drawn = progress(terminal, { verb: 'exported', unit: 'plants', now: () => 0 });
+  drawn.update(20_000);
+  drawn.finish(20_000);
+  assert.deepEqual(terminal.written, [
+    '\rexported 20000 plants\x1b[K',
+    '\r\x1b[K',
+    'exported 20000 plants\n',
+  ]);
+});
+
 test('a terminal that never got a bar is left alone', () => {
   const out = stream(true);
   progress(out, { verb: 'exported', unit: 'plants' }).finish();
