@@ -9,8 +9,10 @@ import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../c
 import type { Scope } from '../core/scopes.js';
 import type { TokenRecord } from '../core/tokens.js';
 import type { MigrationReport } from './migrations.js';
+import type { EventLog } from './event-log.js';
 import type { WebhookEvents, WebhookQueue, WebhookStore } from './webhook-store.js';
 
+export type * from './event-log.js';
 export type * from './webhook-store.js';
 
 /**
@@ -143,6 +145,8 @@ export interface Store {
   readonly webhooks: WebhookStore;
   readonly webhookEvents: WebhookEvents;
   readonly webhookQueue: WebhookQueue;
+  /** The changes feed's log of plant events (GET /events). */
+  readonly events: EventLog;
   /**
    * Calls `listener` when another process on the database has written webhook messages
    * (PostgreSQL: LISTEN/NOTIFY); absent where no such signal exists (SQLite: the other

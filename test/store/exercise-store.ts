@@ -27,6 +27,8 @@ const NOT_STATEMENTS = new Set([
   'onRemoteMessages',
   'onMessages',
   'onEvents',
+  'onAppended',
+  'onUnsequenced',
 ]);
 
 /**
@@ -189,6 +191,18 @@ async function run(store: Store): Promise<void> {
   await q.disableFailing(T0, T0);
   await q.purge(FAR);
   assert.ok(await store.webhooks.delete(doomed.id));
+
+  // The changes feed's log: the writes above recorded its events.
+  if (store.events.sequence) {
+    assert.equal(await store.events.sequence(1), 1);
+    while ((await store.events.sequence(100)) === 100);
+  }
+  const logged = (await store.events.read(undefined, 3)).events;
+  assert.equal(logged.length, 3);
+  await store.events.read(logged[0]!.position, 2);
+  await store.events.head();
+  assert.equal(await store.events.prune(FAR, 1), 1);
+  while ((await store.events.prune(FAR, 2)) === 2);
 
   // What only some databases have.
   if (store.rateLimits) {

@@ -8,6 +8,7 @@ import { postgresAudit } from './audit.js';
 import { postgresIdempotency } from './idempotency.js';
 import { migratePostgres } from './migrate.js';
 import { postgresTakenIdsPruner } from './plant-ids.js';
+import { EVENTS_CHANNEL, postgresEventLog } from './plant-events.js';
 import { postgresPlants } from './plants.js';
 import { poolQuery } from './query.js';
 import { postgresRateLimits } from './rate-limits.js';
@@ -17,7 +18,7 @@ import { MessageSignal } from '../webhook-rows.js';
 import { WebhookNotifications } from './webhook-listen.js';
 import { postgresWebhookQueue } from './webhook-queue.js';
 import { postgresWebhookEvents } from './webhook-events.js';
-import { postgresWebhooks } from './webhooks.js';
+import { postgresWebhooks, WEBHOOK_CHANNEL } from './webhooks.js';
 
 export interface PostgresOptions {
   /** A `postgres://` or `postgresql://` connection URL. */
@@ -81,16 +82,30 @@ export async function openPostgresStore(
   const messages = new MessageSignal(log);
   // Other processes' messages (NOTIFY in their commits), heard on a LISTEN connection.
   const remote = new MessageSignal(log);
+  // The changes feed: this process's writes queue events for its sequencer (`queued`); the
+  // events any process's sequencer numbered (`appended`: its own directly, others' by NOTIFY).
+  const queued = new MessageSignal(log);
+  const appended = new MessageSignal(log);
   const config = connectionConfig(url, durability);
-  const notifications = new WebhookNotifications(config, () => remote.fire(), log);
+  const notifications = new WebhookNotifications(
+    config,
+    (channel) => (channel === EVENTS_CHANNEL ? appended : remote).fire(),
+    log,
+    [WEBHOOK_CHANNEL, EVENTS_CHANNEL],
+  );
   return {
-    plants: postgresPlants(query, () => events.fire()),
+    plants: postgresPlants(
+      query,
+      () => events.fire(),
+      () => queued.fire(),
+    ),
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
     webhooks: postgresWebhooks(query, () => messages.fire()),
     webhookEvents: postgresWebhookEvents(query, events, messages),
     webhookQueue: postgresWebhookQueue(query, messages),
+    events: postgresEventLog(query, queued, appended, () => notifications.start()),
     onRemoteMessages(listener) {
       notifications.start();
       return remote.on(listener);

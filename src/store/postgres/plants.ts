@@ -57,10 +57,15 @@ function created(row: CreateRow, refusal: () => Error): StoredPlant {
 }
 
 /**
- * Plant writes, each with its webhook event in the same statement; `wake` is called once a
- * write that recorded an event has committed.
+ * Plant writes, each with its webhook event and its event for the changes feed in the same
+ * statement; `wake` is called once a write that recorded a webhook event has committed,
+ * `queued` once any write has (its feed event waits for the sequencer, plant-events.ts).
  */
-export function postgresPlants(plainQuery: Query, wake: () => void): PlantStore {
+export function postgresPlants(
+  plainQuery: Query,
+  wake: () => void,
+  queued: () => void,
+): PlantStore {
   const query: Query = async <R extends pg.QueryResultRow>(
     name: string,
     text: string,
@@ -73,7 +78,11 @@ export function postgresPlants(plainQuery: Query, wake: () => void): PlantStore 
     return result;
   };
   return {
-    insert: (plant, options) => insert(query, plant, options),
+    async insert(plant, options) {
+      const created = await insert(query, plant, options);
+      queued();
+      return created;
+    },
     async get(id: bigint) {
       const { rows } = await query<StoredPlantRow>(
         'plants.get',
@@ -83,8 +92,16 @@ export function postgresPlants(plainQuery: Query, wake: () => void): PlantStore 
       return rows[0] && toStoredPlant(rows[0]);
     },
     list: (plantQuery) => list(query, plantQuery),
-    update: (id, change, options) => update(query, id, change, options),
-    delete: (id, options) => remove(query, id, options),
+    async update(id, change, options) {
+      const updated = await update(query, id, change, options);
+      if (updated !== undefined) queued();
+      return updated;
+    },
+    async delete(id, options) {
+      const deleted = await remove(query, id, options);
+      if (deleted) queued();
+      return deleted;
+    },
   };
 }
 

@@ -7,12 +7,13 @@ import { WEBHOOK_CHANNEL } from './webhooks.js';
 const RECONNECT_MS = 1000;
 
 /**
- * LISTENs on the webhook channel on a connection of its own (a pooled connection cannot
- * keep a LISTEN), so that a message written by any process on the database wakes this
- * one's dispatcher within milliseconds. Started on first use: `token` commands never
- * listen. A lost connection is opened again after a pause; until then, and for anything
- * missed meanwhile, the dispatcher's poll finds the messages, and a fresh LISTEN wakes it
- * once in case it missed some.
+ * LISTENs on the webhook channel (and the changes feed's, when given) on a connection of its
+ * own (a pooled connection cannot keep a LISTEN), so that a message written by any process on
+ * the database wakes this one's dispatcher within milliseconds, and events numbered by any
+ * process wake this one's streams. Started on first use: `token` commands never listen. A
+ * lost connection is opened again after a pause; until then, and for anything missed
+ * meanwhile, the dispatcher's and the feed's polls find what was written, and a fresh LISTEN
+ * wakes each channel's listener once in case it missed some.
  */
 export class WebhookNotifications {
   private client: pg.Client | undefined;
@@ -22,8 +23,9 @@ export class WebhookNotifications {
 
   constructor(
     private readonly config: pg.ClientConfig,
-    private readonly notify: () => void,
+    private readonly notify: (channel: string) => void,
     private readonly log: Log,
+    private readonly channels: readonly string[] = [WEBHOOK_CHANNEL],
   ) {}
 
   start(): void {
@@ -45,13 +47,13 @@ export class WebhookNotifications {
   private async listen(): Promise<void> {
     const client = new pg.Client({ ...this.config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     this.client = client;
-    client.on('notification', () => this.notify());
+    client.on('notification', (message) => this.notify(message.channel));
     client.on('error', (error) => this.lost(client, error));
     client.on('end', () => this.lost(client, undefined));
     try {
       await client.connect();
-      await client.query(`LISTEN ${WEBHOOK_CHANNEL}`);
-      this.notify();
+      for (const channel of this.channels) await client.query(`LISTEN ${channel}`);
+      for (const channel of this.channels) this.notify(channel);
     } catch (error) {
       this.lost(client, error);
     }

@@ -35,6 +35,14 @@ const subscribes = (event: WebhookEvent) =>
   `e.enabled AND position(' ${event} ' IN ' ' || e.events || ' ') > 0`;
 
 /**
+ * The plant of the row `alias` as the exact JSON text of a message body (plantPayload in
+ * core/webhooks/events.ts), built in SQL so that the id stays exact; `tag` absent when NULL.
+ */
+export const plantJson = (alias: string) =>
+  `'{"id":' || ${alias}.id || ',"name":' || to_json(${alias}.name)::text
+        || coalesce(',"tag":' || to_json(${alias}.tag)::text, '') || '}'`;
+
+/**
  * The outbox of a plant write, as a CTE of the write's own statement: the event, once,
  * whatever the number of endpoints, with the plant from the CTE `source` as its body (built
  * in SQL so that the id stays exact; `tag` absent when NULL) and the highest endpoint id
@@ -47,10 +55,7 @@ const subscribes = (event: WebhookEvent) =>
 export function outboxCtes(event: WebhookEvent, source: string, at: string): string {
   return `outboxed AS (
     INSERT INTO webhook_events (event_type, payload, created_at, endpoint_max)
-    SELECT '${event}',
-      '{"id":' || s.id || ',"name":' || to_json(s.name)::text
-        || coalesce(',"tag":' || to_json(s.tag)::text, '') || '}',
-      ${at}, (SELECT max(id) FROM webhook_endpoints)
+    SELECT '${event}', ${plantJson('s')}, ${at}, (SELECT max(id) FROM webhook_endpoints)
     FROM ${source} s
     WHERE (SELECT max(e.id) FROM webhook_endpoints e WHERE ${subscribes(event)}) IS NOT NULL
     RETURNING 1)`;

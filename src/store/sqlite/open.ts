@@ -8,6 +8,7 @@ import { sqliteAudit } from './audit.js';
 import { GroupCommit } from './group-commit.js';
 import { sqliteIdempotency } from './idempotency.js';
 import { migrateSqlite } from './migrate.js';
+import { sqliteEventLog, sqliteEventRecorder } from './plant-events.js';
 import { sqlitePlants } from './plants.js';
 import { createPrivately, databaseFileExists } from './private-files.js';
 import { guard } from './query.js';
@@ -43,7 +44,14 @@ export function openSqliteStore(
   // retries); other processes' are found by polling.
   const events = new MessageSignal(log);
   const messages = new MessageSignal(log);
-  const plants = sqlitePlants(db, batches, sqliteOutbox(db), () => events.fire());
+  // The changes feed: fired after this process's commits that recorded feed events.
+  const appended = new MessageSignal(log);
+  const plants = sqlitePlants(db, batches, {
+    outbox: sqliteOutbox(db),
+    wake: () => events.fire(),
+    feed: sqliteEventRecorder(db),
+    appended: () => appended.fire(),
+  });
   const tokens = sqliteTokens(db, batches);
   const audit = sqliteAudit(db, batches);
   const idempotency = sqliteIdempotency(db, batches);
@@ -60,6 +68,7 @@ export function openSqliteStore(
     webhooks,
     webhookEvents,
     webhookQueue,
+    events: sqliteEventLog(db, batches, appended),
     migration,
     async ping() {
       guard(() => ping.get());

@@ -14,30 +14,41 @@ import type { GroupCommit } from './group-commit.js';
 import { type PlantIds, sqlitePlantIds } from './plant-ids.js';
 import { prepareReads, prepareWrites, type Reads, type Writes } from './plant-statements.js';
 import { batchedWrites, guard, isSqliteError } from './query.js';
+import type { EventRecorder } from './plant-events.js';
 import type { Outbox } from './webhooks.js';
 
-/**
- * Plant writes, each with its webhook event (`outbox`) in its own savepoint; `wake` is
- * called once a write that recorded an event has committed.
- */
+/** Where a write's events go: the webhook outbox and the changes feed's log. */
+export interface PlantEvents {
+  outbox: Outbox;
+  /** Called once a write that recorded a webhook event has committed. */
+  wake: () => void;
+  feed: EventRecorder;
+  /** Called once a write that recorded a feed event has committed. */
+  appended: () => void;
+}
+
+/** Plant writes, each with its webhook event and its feed event in its own savepoint. */
 export function sqlitePlants(
   db: Database.Database,
   batches: GroupCommit,
-  outbox: Outbox,
-  wake: () => void,
+  { outbox, wake, feed, appended }: PlantEvents,
 ): PlantStore {
   const batched = batchedWrites(batches);
   // Counts the events a write records; read only after its batch committed.
   const write = async <T>(work: (emit: Outbox) => T): Promise<T> => {
     let events = 0;
+    let fed = false;
     const value = await batched(() =>
       work((event, plant) => {
+        feed(event, plant);
+        fed = true;
         const recorded = outbox(event, plant);
         events += recorded;
         return recorded;
       }),
     );
     if (events > 0) wake();
+    if (fed) appended();
     return value;
   };
   const reads = prepareReads(db);

@@ -1,0 +1,201 @@
+import assert from 'node:assert/strict';
+import { describe, it, type TestContext } from 'node:test';
+import type { ChangeEvent } from '../../src/core/change-events.js';
+import { PlantExistsError, type Store } from '../../src/store/store.js';
+import { type Backend, forEachBackend } from '../helpers/backends.js';
+
+// The log of the changes feed at the store: every plant write records one event in its own
+// transaction, numbered in one order that every reader sees the same way (issue 26). On
+// PostgreSQL a write's event is numbered by the sequencer after its commit (the migration
+// 0011_plant_events.sql); `settle` runs it, as the feed does after every write.
+
+interface LogDatabase {
+  store: Store;
+  /** A second store on the same database: another process, as far as the database knows. */
+  another(): Promise<Store>;
+  rows<R>(sql: string): Promise<R[]>;
+}
+
+async function logDatabase(t: TestContext, backend: Backend): Promise<LogDatabase> {
+  const db = await backend.fresh(t);
+  const options = db.dialect === 'sqlite' ? { durability: 'process' as const } : { poolSize: 8 };
+  const another = () => db.open(options);
+  return { store: await another(), another, rows: db.query };
+}
+
+/** Numbers what the writes queued (PostgreSQL); nothing to do on SQLite. */
+async function settle(store: Store): Promise<void> {
+  while ((await store.events.sequence?.(1000)) === 1000);
+}
+
+async function readAll(store: Store, after?: bigint): Promise<ChangeEvent[]> {
+  const all: ChangeEvent[] = [];
+  let cursor = after;
+  for (;;) {
+    const { events } = await store.events.read(cursor, 7);
+    all.push(...events);
+    if (events.length < 7) return all;
+    cursor = events.at(-1)!.position;
+  }
+}
+
+const shape = (events: ChangeEvent[]) => events.map(({ type, data }) => ({ type, data }));
+
+/** Resolves at the next call of the listener registered with `on`, or fails after `ms`. */
+function nextCall(on: (listener: () => void) => () => void, ms = 2_000): Promise<number> {
+  const start = Date.now();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      off();
+      reject(new Error(`not called within ${ms} ms`));
+    }, ms);
+    const off = on(() => {
+      clearTimeout(timer);
+      off();
+      resolve(Date.now() - start);
+    });
+  });
+}
+
+forEachBackend((backend) => {
+  describe('the event log', () => {
+    it('records one event per write, in order, with the body of the webhook message', async (t) => {
+      const { store } = await logDatabase(t, backend);
+      const fern = await store.plants.insert({
+        id: 9223372036854775807n,
+        name: 'Fern',
+        tag: 'a"b',
+      });
+      await store.plants.update(fern.id, { name: 'Big fern', tag: null });
+      await assert.rejects(store.plants.insert({ id: fern.id, name: 'Twin' }), PlantExistsError);
+      assert.equal(await store.plants.update(5n, { name: 'nobody' }), undefined);
+      assert.equal(await store.plants.delete(5n), false);
+      await store.plants.delete(fern.id);
+      const aloe = await store.plants.insert({ name: 'Aloe' });
+      await settle(store);
+
+      const events = await readAll(store);
+      assert.deepEqual(shape(events), [
+        { type: 'plant.created', data: '{"id":9223372036854775807,"name":"Fern","tag":"a\\"b"}' },
+        { type: 'plant.updated', data: '{"id":9223372036854775807,"name":"Big fern"}' },
+        { type: 'plant.deleted', data: '{"id":9223372036854775807,"name":"Big fern"}' },
+        { type: 'plant.created', data: `{"id":${aloe.id},"name":"Aloe"}` },
+      ]);
+      const positions = events.map((event) => event.position);
+      assert.deepEqual(
+        positions,
+        [...positions].sort((a, b) => (a < b ? -1 : 1)),
+      );
+      assert.ok(positions[0]! > 0n);
+      assert.ok(events.every((event) => Math.abs(event.at.getTime() - Date.now()) < 60_000));
+      assert.equal(await store.events.head(), positions.at(-1));
+      assert.deepEqual(shape(await readAll(store, positions[1])), shape(events.slice(2)));
+      assert.deepEqual((await store.events.read(positions.at(-1), 10)).events, []);
+    });
+
+    it('prunes a prefix of the events older than the retention, and moves the horizon', async (t) => {
+      const db = await logDatabase(t, backend);
+      const { store } = db;
+      for (let i = 0; i < 5; i++) await store.plants.insert({ name: `p${i}` });
+      await settle(store);
+      const events = await readAll(store);
+      assert.equal(events.length, 5);
+      const at = (i: number) =>
+        backend.dialect === 'sqlite'
+          ? `UPDATE plant_events SET at = ${Date.parse('2020-01-0' + (i + 1))} WHERE position = ${events[i]!.position}`
+          : `UPDATE plant_events SET at = '2020-01-0${i + 1}' WHERE position = ${events[i]!.position}`;
+      // Old: the first two and the fourth. The fourth is kept: the third above it is young.
+      for (const i of [0, 1, 3]) await db.rows(at(i));
+      const cutoff = new Date('2021-01-01');
+      assert.equal((await store.events.read(undefined, 10)).horizon, 0n);
+      assert.equal(await store.events.prune(cutoff, 1), 1);
+      assert.equal(await store.events.prune(cutoff, 10), 1);
+      assert.equal(await store.events.prune(cutoff, 10), 0);
+      const page = await store.events.read(undefined, 10);
+      assert.equal(page.horizon, events[1]!.position);
+      assert.deepEqual(
+        page.events.map((event) => event.position),
+        events.slice(2).map((event) => event.position),
+      );
+      assert.deepEqual((await store.events.read(events[0]!.position, 10)).horizon, page.horizon);
+      assert.equal(await store.events.head(), events[4]!.position);
+
+      // Every event pruned: the head stays, and new events are numbered above it.
+      assert.equal(await store.events.prune(new Date('2100-01-01'), 10), 3);
+      assert.equal(await store.events.head(), events[4]!.position);
+      await store.plants.insert({ name: 'after' });
+      await settle(store);
+      const [next] = (await store.events.read(undefined, 10)).events;
+      assert.ok(next!.position > events[4]!.position);
+    });
+
+    it('tells its listeners of events appended here and by another process', async (t) => {
+      const db = await logDatabase(t, backend);
+      const other = await db.another();
+      const here = nextCall((listener) => db.store.events.onAppended(listener));
+      await db.store.plants.insert({ name: 'here' });
+      await settle(db.store);
+      await here;
+      const there = nextCall((listener) => db.store.events.onAppended(listener));
+      await other.plants.insert({ name: 'there' });
+      await settle(other);
+      const ms = await there;
+      t.diagnostic(`heard of another process's event after ${ms} ms`);
+      assert.equal((await readAll(db.store)).length, 2);
+    });
+
+    it('concurrent writers on two stores: readers see every event once, in order, no gap filled later', async (t) => {
+      const db = await logDatabase(t, backend);
+      const stores = [db.store, await db.another()];
+      const writers = 8;
+      const perWriter = 40;
+      let writing = true;
+      // Sequencers of both stores run all the time, as every serve process's does.
+      const sequencers = stores.map(async (store) => {
+        while (writing) {
+          if ((await store.events.sequence?.(50)) === undefined) return;
+        }
+      });
+      const written = Promise.all(
+        Array.from({ length: writers }, async (_, w) => {
+          for (let i = 0; i < perWriter; i++) {
+            await stores[w % 2]!.plants.insert({ name: `w${w}-${i}` });
+          }
+        }),
+      ).finally(() => (writing = false));
+      // Readers page with small pages as the writes go on, and never look back.
+      const readers = Array.from({ length: 4 }, async (_, r) => {
+        const store = stores[r % 2]!;
+        const seen: ChangeEvent[] = [];
+        let cursor: bigint | undefined;
+        let done = false;
+        for (;;) {
+          const { events } = await store.events.read(cursor, 5);
+          seen.push(...events);
+          if (events.length > 0) cursor = events.at(-1)!.position;
+          else if (done) return seen;
+          else if (!writing) {
+            await Promise.all(sequencers);
+            await settle(store);
+            done = true;
+          } else {
+            // SQLite reads synchronously: leave the writes their turn.
+            await new Promise((resolve) => setTimeout(resolve, 1));
+          }
+        }
+      });
+      await written;
+      const seenBy = await Promise.all(readers);
+      const all = await readAll(db.store);
+      assert.equal(all.length, writers * perWriter);
+      assert.equal(new Set(all.map((event) => event.data)).size, all.length);
+      for (const seen of seenBy) {
+        assert.deepEqual(
+          seen.map((event) => event.position),
+          all.map((event) => event.position),
+          'a reader saw exactly the events of the log, in order',
+        );
+      }
+    });
+  });
+});
