@@ -10,7 +10,10 @@
 //   http      the Fastify app over api and service
 //   server    the runtime: composes all of the above, listens, delivers, stops
 //   cli       the commands; the only place that owns the process
-//   client    the published TypeScript client, standalone
+//
+// Beside src/, the TypeScript client is a package of its own (packages/client,
+// @plantstore/client, published apart from the server): cruised from its source, and
+// imported by the commands by its name, as its users import it.
 //
 // Rules that are not about imports (files under 300 lines, only src/cli exits or traps
 // signals, no HTTP header names in src/service) are ESLint's, in eslint.config.js.
@@ -156,12 +159,13 @@ export default {
     {
       name: 'client-is-standalone',
       comment:
-        'The client is published on its own (plantstore/client, dist/client): its code and its ' +
-        'declarations must not reach into the server. It follows the contract by generation ' +
+        'The client is published on its own (@plantstore/client) with lossless-json as its one ' +
+        'dependency, and runs wherever fetch does: its code and its declarations reach neither ' +
+        'into the server nor into Node.js. It follows the contract by generation ' +
         '(npm run client), not by import.',
       severity: 'error',
-      from: { path: '^src/client/' },
-      to: { path: '^src/', pathNot: '^src/client/' },
+      from: { path: '^packages/client/src/' },
+      to: { pathNot: ['^packages/client/src/', '^node_modules/lossless-json/'] },
     },
     {
       name: 'only-cli-uses-the-client',
@@ -169,12 +173,23 @@ export default {
         'The server never calls itself over HTTP; the plants commands are the client’s one ' +
         'user inside src/.',
       severity: 'error',
-      from: { path: '^src/', pathNot: '^src/(cli|client)/' },
-      to: { path: '^src/client/' },
+      from: { path: '^src/', pathNot: '^src/cli/' },
+      to: { path: '^packages/client/' },
+    },
+    {
+      name: 'client-by-its-package-name',
+      comment:
+        'The commands import @plantstore/client as its users do, the built package through ' +
+        'the workspace link: a path into packages/ would compile the client into the server ' +
+        'and use what the package does not export.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^packages/', dependencyTypesNot: ['aliased-workspace'] },
     },
   ],
   options: {
-    doNotFollow: { path: 'node_modules' },
+    // The workspace packages' built code is theirs: cruised from source (packages/*/src).
+    doNotFollow: { path: ['node_modules', '^packages/[^/]+/dist/'] },
     // Keeps `import type` in the graph (the compiler would erase it) and marks it type-only.
     tsPreCompilationDeps: true,
   },

@@ -1,12 +1,13 @@
-// Generates the TypeScript client's two generated files from the served OpenAPI document:
-//   src/client/schema.d.ts     the types, by openapi-typescript, with every int64 a `bigint`
-//   src/client/int64-shapes.ts where int64 values sit in each answer's body, so the client's
-//                              parser knows which integers to make bigints at run time
+// Generates the TypeScript client's two generated files from the served OpenAPI document,
+// into the client's package (packages/client/src/):
+//   schema.d.ts     the types, by openapi-typescript, with every int64 a `bigint`
+//   int64-shapes.ts where int64 values sit in each answer's body, so the client's parser
+//                   knows which integers to make bigints at run time
 // `npm run client` writes them; test/unit/client-codegen.test.ts fails when they drift.
 import openapiTS, { astToString, type OpenAPI3, type SchemaObject } from 'openapi-typescript';
 import { format, resolveConfig } from 'prettier';
 import ts from 'typescript';
-import type { Int64Shape } from '../src/client/json.js';
+import type { Int64Shape } from '../packages/client/src/json.js';
 
 type Json = Record<string, unknown>;
 
@@ -140,8 +141,9 @@ export async function generateClientSources(document: Json): Promise<Record<stri
     '/** "METHOD /path" -> status -> where that answer\'s JSON body holds int64 values. */\n' +
     'export const int64Shapes: Record<string, Record<string, Int64Shape>> = ' +
     `${JSON.stringify(int64Shapes(document))};\n`;
+  const dir = 'packages/client/src';
   return {
-    'src/client/schema.d.ts': await prettier(schema, 'src/client/schema.d.ts'),
-    'src/client/int64-shapes.ts': await prettier(shapes, 'src/client/int64-shapes.ts'),
+    [`${dir}/schema.d.ts`]: await prettier(schema, `${dir}/schema.d.ts`),
+    [`${dir}/int64-shapes.ts`]: await prettier(shapes, `${dir}/int64-shapes.ts`),
   };
 }

@@ -9,8 +9,8 @@ const ROOT = new URL('../../', import.meta.url);
 test('the client generated from the served document is the one committed', async () => {
   const generated = await generateClientSources(buildOpenApiDocument());
   assert.deepEqual(Object.keys(generated).sort(), [
-    'src/client/int64-shapes.ts',
-    'src/client/schema.d.ts',
+    'packages/client/src/int64-shapes.ts',
+    'packages/client/src/schema.d.ts',
   ]);
   for (const [path, text] of Object.entries(generated)) {
     const committed = readFileSync(new URL(path, ROOT), 'utf8');
@@ -31,7 +31,7 @@ function countInt64(node: unknown): number {
 
 test('every int64 of the document is a bigint in the generated types', async () => {
   const document = buildOpenApiDocument();
-  const { 'src/client/schema.d.ts': schema } = await generateClientSources(document);
+  const { 'packages/client/src/schema.d.ts': schema } = await generateClientSources(document);
   const bigints = schema!.match(/^\s*[\w']+\??: bigint(?: \| null)?;$/gm) ?? [];
   // The ids of Plant and NewPlant, the three {id} path parameters, the list's `after`.
   assert.ok(countInt64(document) >= 6);
@@ -45,7 +45,7 @@ test('every int64 of the document is a bigint in the generated types', async () 
       schemas: { ...components.schemas, Maybe: { type: ['integer', 'null'], format: 'int64' } },
     },
   });
-  assert.match(nullable['src/client/schema.d.ts']!, /Maybe: bigint \| null;/);
+  assert.match(nullable['packages/client/src/schema.d.ts']!, /Maybe: bigint \| null;/);
 });
 
 test('the shapes find int64 values through refs, arrays, maps and compositions', () => {

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseBody, stringifyBody } from '../../src/client/json.js';
-import { int64Shapes } from '../../src/client/int64-shapes.js';
+import { parseBody, stringifyBody } from '../../packages/client/src/json.js';
+import { int64Shapes } from '../../packages/client/src/int64-shapes.js';
 import {
   parseRateLimit,
   parseRateLimitPolicy,
   parseRetryAfter,
   PlantstoreError,
-} from '../../src/client/errors.js';
-import { nextLink } from '../../src/client/links.js';
+} from '../../packages/client/src/errors.js';
+import { nextLink } from '../../packages/client/src/links.js';
 
 const listShape = int64Shapes['GET /plants']!['200'];
 

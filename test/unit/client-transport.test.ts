@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createClient, PlantstoreError, type ClientOptions } from '../../src/client/index.js';
+import {
+  createClient,
+  PlantstoreError,
+  type ClientOptions,
+} from '../../packages/client/src/index.js';
 
 interface Sent {
   method: string;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +10,17 @@ import { makeTempDir } from '../helpers/temp-dir.js';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CONFIG = join(ROOT, '.dependency-cruiser.mjs');
 const DEPCRUISE = join(ROOT, 'node_modules/dependency-cruiser/bin/dependency-cruise.mjs');
+/** What `npm run lint:layers` gives depcruise, the config made absolute. */
+const LAYERS_ARGUMENTS = (() => {
+  const scripts = (
+    JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    }
+  ).scripts;
+  const args = scripts['lint:layers']!.split(' ');
+  assert.equal(args.shift(), 'depcruise');
+  return args.map((arg) => (arg === '.dependency-cruiser.mjs' ? CONFIG : arg));
+})();
 
 /**
  * A src/ of two-line files: each `bad-*` file breaks one rule (the rule is its expected
@@ -47,15 +58,44 @@ const FIXTURE: Record<string, string> = {
     "import { app } from '../http/app.js';\nimport { sender } from '../outbound/sender.js';\n" +
     "import { sqlite } from '../store/sqlite.js';\nexport const serve = [app, sender, sqlite];",
   'server/bad-cli.ts': "import { main } from '../cli/main.js';\nexport const m = main;",
-  'server/bad-client.ts': "import { client } from '../client/index.js';\nexport const c = client;",
+  'server/bad-client.ts': "import { client } from '@plantstore/client';\nexport const c = client;",
   'cli/main.ts':
-    "import { serve } from '../server/serve.js';\nimport { client } from '../client/index.js';\n" +
+    "import { serve } from '../server/serve.js';\nimport { client } from '@plantstore/client';\n" +
     'export const main = [serve, client];',
   'cli/bad-app.ts': "import { app } from '../http/app.js';\nexport const a = app;",
-  'client/index.ts': 'export const client = 1;',
-  'client/bad-layer.ts': "import { plant } from '../core/plant.js';\nexport const p = plant;",
+  'cli/bad-client-path.ts':
+    "import { client } from '../../packages/client/src/index.js';\nexport const c = client;",
   // A room nobody has written rules for yet still may not start the server.
   'jobs/bad-server.ts': "import { serve } from '../server/serve.js';\nexport const s = serve;",
+};
+
+/**
+ * The client's package beside src/, linked as npm links a workspace, and the one package it
+ * may use. Its `bad-*` files break its rule as those of src/ do.
+ */
+const PACKAGE_FIXTURE: Record<string, string> = {
+  'package.json': JSON.stringify({ name: 'fixture', workspaces: ['packages/client'] }),
+  'packages/client/package.json': JSON.stringify({
+    name: '@plantstore/client',
+    type: 'module',
+    // As packages/client/package.json: depcruise's resolver reads `main`, not `exports`.
+    main: './dist/index.js',
+  }),
+  'packages/client/dist/index.js': 'export const client = 1;',
+  'packages/client/src/index.ts':
+    "import { parse } from 'lossless-json';\nimport { other } from './other.js';\n" +
+    'export const client = [parse, other];',
+  'packages/client/src/other.ts': 'export const other = 1;',
+  'packages/client/src/bad-server.ts':
+    "import { plant } from '../../../src/core/plant.js';\nexport const p = plant;",
+  'packages/client/src/bad-node.ts':
+    "import { readFileSync } from 'node:fs';\nexport const read = readFileSync;",
+  'node_modules/lossless-json/package.json': JSON.stringify({
+    name: 'lossless-json',
+    type: 'module',
+    exports: './index.js',
+  }),
+  'node_modules/lossless-json/index.js': 'export const parse = 1;',
 };
 
 const EXPECTED = [
@@ -73,7 +113,9 @@ const EXPECTED = [
   'nothing-imports-the-cli src/server/bad-cli.ts',
   'only-cli-uses-the-client src/server/bad-client.ts',
   'cli-reaches-the-app-through-server src/cli/bad-app.ts',
-  'client-is-standalone src/client/bad-layer.ts',
+  'client-by-its-package-name src/cli/bad-client-path.ts',
+  'client-is-standalone packages/client/src/bad-server.ts',
+  'client-is-standalone packages/client/src/bad-node.ts',
   'only-cli-starts-the-server src/jobs/bad-server.ts',
 ].sort();
 
@@ -82,14 +124,21 @@ interface Outcome {
   violations: string[];
 }
 
-/** Runs `npm run lint:layers`'s command on the fixture, as lint runs it on the real src/. */
+/** Runs `npm run lint:layers`'s command on the fixture, as lint runs it on the real tree. */
 async function cruiseFixture(dir: string): Promise<Outcome> {
   for (const [file, text] of Object.entries(FIXTURE)) {
     const path = join(dir, 'src', file);
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, `${text}\n`);
   }
-  const run = promisify(execFile)(process.execPath, [DEPCRUISE, 'src', '--config', CONFIG], {
+  for (const [file, text] of Object.entries(PACKAGE_FIXTURE)) {
+    const path = join(dir, file);
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, `${text}\n`);
+  }
+  mkdirSync(join(dir, 'node_modules/@plantstore'));
+  symlinkSync('../../packages/client', join(dir, 'node_modules/@plantstore/client'));
+  const run = promisify(execFile)(process.execPath, [DEPCRUISE, ...LAYERS_ARGUMENTS], {
     cwd: dir,
   });
   const { stdout, code } = await run.then(
