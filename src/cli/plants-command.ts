@@ -22,6 +22,8 @@ import { forTerminal } from './terminal-text.js';
 /** Exit codes as every command: 1 failed, 2 the command line was wrong. */
 const FAILED = 1;
 const USAGE = 2;
+/** As a shell reports a command ended by Ctrl-C (128 + SIGINT). */
+const INTERRUPTED = 130;
 const PAGE = 1000;
 /** Failures listed on stderr after an import; --json gives every one. */
 const LISTED_FAILURES = 100;
@@ -189,6 +191,8 @@ function describeImportFailure(failure: ImportFailure): string {
   return forTerminal(`line ${failure.line}: ${answer}${failure.message}`);
 }
 
+const AGAIN = 'run the same command again to go on: lines already imported are not created twice';
+
 function report(file: string, summary: ImportSummary, options: OutputOptions): string[] {
   const failed = summary.failures.length;
   const lines = [
@@ -202,8 +206,10 @@ function report(file: string, summary: ImportSummary, options: OutputOptions): s
   if (summary.stopped !== undefined) {
     lines.push(
       `stopped at line ${summary.stoppedAt}: ${describeFailure(summary.stopped, options.url)}`,
-      'run the same command again to go on: lines already imported are not created twice',
+      AGAIN,
     );
+  } else if (summary.interruptedAt !== undefined) {
+    lines.push(`interrupted before line ${summary.interruptedAt}`, AGAIN);
   }
   return lines;
 }
@@ -234,17 +240,24 @@ function importCommand(plants: Command): void {
           const client = clientOf(options);
           const size = statSync(file).size;
           const bar = progress(process.stderr, { verb: 'imported', unit: 'lines' });
+          // Ctrl-C sends no more lines, and the summary says what was done; a second one
+          // (no handler left) ends the process at once.
+          const interrupt = new AbortController();
+          const stop = () => interrupt.abort();
+          process.once('SIGINT', stop);
           const summary = await importFile(client, file, {
             batch: options.batch ?? realpathSync(file),
             concurrency: options.concurrency,
             size,
             progress: bar,
-          });
+            signal: interrupt.signal,
+          }).finally(() => process.off('SIGINT', stop));
           bar.finish();
           if (options.json)
             await write(summary.failures.map((f) => `${JSON.stringify(f)}\n`).join(''));
           process.stderr.write(`${report(file, summary, options).join('\n')}\n`);
-          if (summary.failures.length > 0 || summary.stopped !== undefined)
+          if (summary.interruptedAt !== undefined) process.exitCode = INTERRUPTED;
+          else if (summary.failures.length > 0 || summary.stopped !== undefined)
             process.exitCode = FAILED;
         },
       ),

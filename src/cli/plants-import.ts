@@ -34,6 +34,8 @@ export interface ImportSummary {
   stopped?: unknown;
   /** The line it stopped at. */
   stoppedAt?: number;
+  /** The import was interrupted (Ctrl-C) before this line: no line from it on was sent. */
+  interruptedAt?: number;
 }
 
 export interface ImportOptions {
@@ -46,6 +48,8 @@ export interface ImportOptions {
   progress: Progress;
   /** Called for each failure as it happens (for --json). */
   onFailure?: (failure: ImportFailure) => void;
+  /** Aborted: send no more lines, wait for the answers to those sent, and say where. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -147,6 +151,10 @@ export async function importFile(
   for await (const raw of lines) {
     const size = Buffer.byteLength(raw) + 1;
     const text = ++number === 1 ? raw.replace(/^\uFEFF/, '') : raw;
+    if (options.signal?.aborted) {
+      summary.interruptedAt = number;
+      break;
+    }
     if (text.trim() === '') {
       done += size;
       continue;
