@@ -8,7 +8,7 @@ import {
   PlantstoreClient,
   PlantstoreError,
   stringifyBody,
-} from '../client/index.js';
+} from '@plantstore/client';
 import { argument, int64Argument, UsageError } from './options.js';
 import { forTerminal } from './terminal-text.js';
 

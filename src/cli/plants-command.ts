@@ -1,6 +1,6 @@
 import { realpathSync, statSync } from 'node:fs';
 import { Command, Option } from 'commander';
-import type { Plant, PlantPatch } from '../client/index.js';
+import type { Plant, PlantPatch } from '@plantstore/client';
 import { positiveInteger } from './options.js';
 import {
   clientOf,
@@ -264,7 +264,7 @@ function importCommand(plants: Command): void {
     );
 }
 
-/** `plantstore plants ...`: a client of a running server, using plantstore/client. */
+/** `plantstore plants ...`: a client of a running server, using @plantstore/client. */
 export function plantsCommand(): Command {
   const plants = new Command('plants').description(
     'list, read, create, update, delete, import and export plants on a running server',

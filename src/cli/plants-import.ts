@@ -8,7 +8,7 @@ import {
   type PlantstoreClient,
   PlantstoreError,
   stringifyBody,
-} from '../client/index.js';
+} from '@plantstore/client';
 import { closedBeforeAnswer } from './plants-client.js';
 import type { Progress } from './progress.js';
 

@@ -27,7 +27,7 @@ import {
 } from './webhooks-run.js';
 
 // `plantstore webhooks ...`: webhook endpoints and their deliveries on a running server,
-// through plantstore/client, shaped like `plantstore plants ...`.
+// through @plantstore/client, shaped like `plantstore plants ...`.
 
 const CREATE_HELP = `
 The answer carries the endpoint's signing secret (whsec_...), printed this once: the
@@ -268,7 +268,7 @@ Examples:
   plantstore webhooks update 1 --disable
   plantstore webhooks rotate-secret 1 --json`;
 
-/** `plantstore webhooks ...`: a client of a running server, using plantstore/client. */
+/** `plantstore webhooks ...`: a client of a running server, using @plantstore/client. */
 export function webhooksCommand(): Command {
   const webhooks = new Command('webhooks')
     .description(

@@ -1,7 +1,7 @@
 // How a `plantstore webhooks` command runs: the options every one takes, what goes wrong as
 // one line on stderr with an exit code, and what it writes to stdout.
 import { Command, Option } from 'commander';
-import { PlantstoreError } from '../client/index.js';
+import { PlantstoreError } from '@plantstore/client';
 import { positiveInteger } from './options.js';
 import {
   describeFailure,

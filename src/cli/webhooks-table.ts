@@ -1,8 +1,8 @@
 // What the `plantstore webhooks` commands show: endpoints and their deliveries as a table for
 // people and as JSON Lines for scripts, and the signing secret, which only create and
 // rotate-secret have to show.
-import type { components } from '../client/index.js';
-import { stringifyBody } from '../client/index.js';
+import type { components } from '@plantstore/client';
+import { stringifyBody } from '@plantstore/client';
 import { parseInt64 } from '../core/int64.js';
 import { argument } from './options.js';
 import { forTerminal } from './terminal-text.js';

@@ -1,16 +1,13 @@
 import assert from 'node:assert/strict';
+import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
-import {
-  createClient,
-  type ClientOptions,
-  type Plant,
-  PlantstoreError,
-} from '../../src/client/index.js';
-import { cli, startServer } from '../helpers/server-process.js';
+import { fileURLToPath } from 'node:url';
+import { createClient, type ClientOptions, type Plant, PlantstoreError } from '@plantstore/client';
+import { cli, ROOT, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
-// plantstore/client against real `plantstore serve` processes: what goes over the wire is
+// @plantstore/client against real `plantstore serve` processes: what goes over the wire is
 // what a user's program sends and gets.
 
 /** A server on a fresh SQLite database, and a token with both plant scopes. */
@@ -123,14 +120,11 @@ test('the client against a running server', async (t) => {
     assert.equal(unknown.rateLimit[0]!.policy, 'failed-auth');
   });
 
-  await t.test('the package exports the client as plantstore/client', async () => {
-    // By name, as a user's program imports it: package.json "exports" -> dist/client.
-    const specifier = 'plantstore/client';
-    const published = (await import(specifier)) as typeof import('../../src/client/index.js');
-    const viaPackage = published.createClient({ baseUrl: url, token });
-    assert.deepEqual(await viaPackage.plants.get(BIG), { id: BIG, name: `plant ${BIG}` });
-    const error = await viaPackage.plants.get(-1n).catch((e: unknown) => e);
-    assert.ok(error instanceof published.PlantstoreError);
+  await t.test('the client is the workspace package, the one the server uses', () => {
+    // By name, as a user's program and the plants commands import it: the workspace link,
+    // its package.json "exports", its dist/.
+    const resolved = fileURLToPath(import.meta.resolve('@plantstore/client'));
+    assert.equal(resolved, join(realpathSync(join(ROOT, 'packages/client')), 'dist/index.js'));
   });
 });
 
