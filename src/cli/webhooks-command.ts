@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
-import { clientOf, type ServerOptions, UsageError } from './plants-client.js';
+import { int64Argument, UsageError } from './options.js';
+import { clientOf, type ServerOptions } from './plants-client.js';
 import {
   type Delivery,
   deliveryJson,
@@ -11,7 +12,6 @@ import {
   EVENT_TYPES,
   eventsArgument,
   type EventType,
-  idArgument,
 } from './webhooks-table.js';
 import {
   jsonOption,
@@ -73,7 +73,7 @@ function readCommands(webhooks: Command): void {
   );
 
   subcommand(webhooks, 'get', 'show one webhook endpoint (never its secret)')
-    .argument(...endpointId, idArgument('webhook endpoint'))
+    .argument(...endpointId, int64Argument('the webhook endpoint id'))
     .addOption(jsonOption())
     .action(
       run(async (id: bigint, options: OutputOptions) => {
@@ -132,7 +132,7 @@ interface UpdateOptions extends OutputOptions {
 
 function writeCommands(webhooks: Command): void {
   subcommand(webhooks, 'update', 'change, disable or enable a webhook endpoint and show it')
-    .argument(...endpointId, idArgument('webhook endpoint'))
+    .argument(...endpointId, int64Argument('the webhook endpoint id'))
     .option('--endpoint-url <url>', 'the new URL messages are POSTed to (--url is the server)')
     .addOption(eventsOption('the changes to send from now on'))
     .option('--description <text>', 'the new description')
@@ -175,7 +175,7 @@ function writeCommands(webhooks: Command): void {
     );
 
   subcommand(webhooks, 'delete', 'delete a webhook endpoint with its messages')
-    .argument(...endpointId, idArgument('webhook endpoint'))
+    .argument(...endpointId, int64Argument('the webhook endpoint id'))
     .action(
       run(async (id: bigint, options: ServerOptions) => {
         await clientOf(options).request('delete', '/webhooks/{id}', { params: { id } });
@@ -188,7 +188,7 @@ function writeCommands(webhooks: Command): void {
     'rotate-secret',
     'make a new signing secret and show it, this once; the old one signs too for 24 h',
   )
-    .argument(...endpointId, idArgument('webhook endpoint'))
+    .argument(...endpointId, int64Argument('the webhook endpoint id'))
     .addOption(jsonOption())
     .action(
       run(async (id: bigint, options: OutputOptions) => {
@@ -212,7 +212,7 @@ function deliveryCommands(webhooks: Command): void {
       'deliveries',
       "list an endpoint's messages, newest first, with their attempts, every page",
     )
-      .argument(...endpointId, idArgument('webhook endpoint'))
+      .argument(...endpointId, int64Argument('the webhook endpoint id'))
       .addOption(
         new Option('--status <status>', 'only the messages in this state').choices(
           DELIVERY_STATUSES,
@@ -238,11 +238,11 @@ function deliveryCommands(webhooks: Command): void {
     'retry',
     'send a message again now, also one that has failed for good (same webhook-id)',
   )
-    .argument(...endpointId, idArgument('webhook endpoint'))
+    .argument(...endpointId, int64Argument('the webhook endpoint id'))
     .argument(
       '<delivery-id>',
       'the delivery id (from "plantstore webhooks deliveries")',
-      idArgument('delivery'),
+      int64Argument('the delivery id'),
     )
     .action(
       run(async (id: bigint, deliveryId: bigint, options: ServerOptions) => {

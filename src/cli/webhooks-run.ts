@@ -2,14 +2,13 @@
 // one line on stderr with an exit code, and what it writes to stdout.
 import { Command, Option } from 'commander';
 import { PlantstoreError } from '@plantstore/client';
-import { positiveInteger } from './options.js';
+import { int64Argument, positiveInteger, UsageError } from './options.js';
 import {
   describeFailure,
   exitQuietlyOnClosedPipe,
   type ServerOptions,
   tokenOption,
   urlOption,
-  UsageError,
   write,
 } from './plants-client.js';
 import {
@@ -17,7 +16,6 @@ import {
   endpointJson,
   endpointTable,
   type EndpointWithSecret,
-  idArgument,
   secretJson,
   secretTable,
 } from './webhooks-table.js';
@@ -81,7 +79,7 @@ export const pagingOptions = (command: Command, what: string, after: string) =>
         positiveInteger(what, 9_999_999),
       ),
     )
-    .addOption(new Option('--after <id>', after).argParser(idArgument('cursor')))
+    .addOption(new Option('--after <id>', after).argParser(int64Argument('--after')))
     .addOption(jsonOption());
 
 /** The query of the first page: the API's largest page unless `--limit` asks for fewer. */

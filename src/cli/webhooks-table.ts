@@ -3,8 +3,7 @@
 // rotate-secret have to show.
 import type { components } from '@plantstore/client';
 import { stringifyBody } from '@plantstore/client';
-import { parseInt64 } from '../core/int64.js';
-import { argument } from './options.js';
+import { UsageError } from './options.js';
 import { forTerminal } from './terminal-text.js';
 
 export type Endpoint = components['schemas']['WebhookEndpoint'];
@@ -20,27 +19,22 @@ export const EVENT_TYPES: readonly EventType[] = [
 ];
 export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'delivered', 'failed'];
 
-/** An int64 id argument or option value; a usage error (exit 2) naming `what` otherwise. */
-export const idArgument = (what: string) =>
-  argument((text) => {
-    const id = parseInt64(text);
-    if (id === undefined) throw new Error(`"${text}" is not a ${what} id (a decimal int64)`);
-    return id;
-  });
-
-/** `plant.created,plant.deleted` as the list of event types, each checked, none twice. */
-export const eventsArgument = argument((text): EventType[] => {
+/**
+ * `--events plant.created,plant.deleted` as the list of event types, each checked, none
+ * twice; one line and exit code 2 otherwise.
+ */
+export function eventsArgument(text: string): EventType[] {
   const events = text
     .split(',')
     .map((event) => event.trim())
     .filter((event) => event !== '');
   const unknown = events.filter((event) => !(EVENT_TYPES as readonly string[]).includes(event));
   if (events.length === 0 || unknown.length > 0) {
-    const what = events.length === 0 ? 'no event' : `unknown event "${unknown[0]}"`;
-    throw new Error(`${what}: give one or more of ${EVENT_TYPES.join(', ')}, comma-separated`);
+    const what = events.length === 0 ? 'no event' : `"${forTerminal(unknown[0]!)}" is no event`;
+    throw new UsageError(`--events: ${what}: give ${EVENT_TYPES.join(', ')}, comma-separated`);
   }
   return [...new Set(events)] as EventType[];
-});
+}
 
 /** Rows as a table: a header, columns two spaces apart, cells made safe for a terminal. */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {

@@ -314,6 +314,19 @@ test('errors: one line on stderr, 1 from the server, 2 for the command line', as
     assert.equal(wrong.code, 2, `${args.join(' ')}: ${wrong.stderr}`);
     assert.equal(wrong.stdout, '', args.join(' '));
   }
+  const oneLine: [string[], string][] = [
+    [['get', '007'], 'the webhook endpoint id is written without leading zeros: 7, not 007'],
+    [['retry', '1', '+5'], 'the delivery id is written without a plus sign: 5, not +5'],
+    [['deliveries', '1', '--after', '-0'], '--after is written without a sign: 0, not -0'],
+    [
+      ['update', '1', '--events', 'plant.created,plant.made'],
+      '--events: "plant.made" is no event: give plant.created, plant.updated, plant.deleted, comma-separated',
+    ],
+  ];
+  for (const [args, line] of oneLine) {
+    const wrong = await run(args);
+    assert.deepEqual([wrong.code, wrong.stderr], [2, `plantstore: ${line}\n`], args.join(' '));
+  }
   const noToken = await run(['list'], { PLANTSTORE_URL: url });
   assert.deepEqual(
     [noToken.code, noToken.stderr],
