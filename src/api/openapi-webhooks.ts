@@ -2,7 +2,8 @@ import type { WebhookEvent } from '../core/webhooks/events.js';
 
 // The `webhooks` section of the document: the messages the server sends, as OpenAPI 3.1
 // describes requests it makes rather than receives. `plant.created` keeps the sample's
-// `/plant/webhook` key, so a client generated from the sample finds it where it was.
+// `/plant/webhook` key, so a client generated from the sample finds it where it was; its
+// summary names the event, which /docs shows beside the key, for a reader searching for it.
 
 type Json = Record<string, unknown>;
 
@@ -43,7 +44,7 @@ const MESSAGES: { key: string; event: WebhookEvent; summary: string; description
   {
     key: '/plant/webhook',
     event: 'plant.created',
-    summary: 'Information about a new plant added to the store',
+    summary: 'plant.created: information about a new plant added to the store',
     description: 'The new plant, as created.',
   },
   {

@@ -362,7 +362,7 @@ test('the document describes the three messages, the sample key for plant.create
   assert.deepEqual(Object.keys(doc.webhooks), ['/plant/webhook', 'plant.updated', 'plant.deleted']);
   assert.equal(
     doc.webhooks['/plant/webhook']!.post.summary,
-    'Information about a new plant added to the store',
+    'plant.created: information about a new plant added to the store',
   );
   assert.deepEqual(
     doc.webhooks['plant.deleted']!.post.parameters.map((p) => p.name),

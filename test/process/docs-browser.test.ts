@@ -116,6 +116,16 @@ test(
   },
 );
 
+test('a reader searching /docs for each webhook event finds it', { skip }, async (t) => {
+  const { page, failures } = await openDocs(t);
+  // What the page shows without a click: what a search in the page (Ctrl-F) finds.
+  const shown = await page.locator('body').innerText();
+  for (const event of ['plant.created', 'plant.updated', 'plant.deleted']) {
+    assert.ok(shown.includes(event), `${event} is on the page`);
+  }
+  assert.deepEqual(failures, []);
+});
+
 test('a plant created through /docs shows its id digit for digit', { skip }, async (t) => {
   const { page, token, failures } = await openDocs(t);
   const create = await tryCreate(page, token);

@@ -373,7 +373,7 @@ export interface webhooks {
     get?: never;
     put?: never;
     /**
-     * Information about a new plant added to the store
+     * plant.created: information about a new plant added to the store
      * @description Sent to every enabled endpoint subscribed to `plant.created`, for each change committed after it subscribed. The body is the new plant, as created. exactly: no envelope, `tag` absent when none, `id` an exact JSON integer at any int64 value (parse it without losing digits above 2^53). Any `2xx` answer acknowledges the message. `410 Gone` disables the endpoint. Anything else (another status, a redirect, which is never followed, no answer within the timeout) is a failed attempt, tried again per the retry schedule; a `Retry-After` on `429` or `503` lengthens the wait.
      */
     post: operations['plant-created-message'];
