@@ -1,9 +1,14 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { plants, type Run } from '../helpers/plants-cli.js';
-import { eventually } from '../helpers/webhook-harness.js';
+import { ROOT, startServer } from '../helpers/server-process.js';
+import { makeTempDir } from '../helpers/setup.js';
+import { ALLOW_LOOPBACK, eventually } from '../helpers/webhook-harness.js';
 import { type Delivery, startReceiver } from '../helpers/webhook-receiver.js';
 import { serverForWebhooks, webhooks } from '../helpers/webhooks-cli.js';
 
@@ -368,4 +373,35 @@ test('webhooks --help: every subcommand, its arguments and options', async () =>
       assert.ok(run.stdout.includes(text), `${name} --help shows ${text}:\n${run.stdout}`);
     }
   }
+});
+
+test('docs/cli.md, Webhooks on a running server: the example runs as written', async (t) => {
+  const text = readFileSync(join(ROOT, 'docs/cli.md'), 'utf8');
+  const section = text.slice(text.indexOf('\n## Webhooks on a running server\n'));
+  const script = /```sh\n([\s\S]*?)```/.exec(section)![1]!;
+  const db = join(makeTempDir(t), 'docs.db');
+  const server = await startServer(t, ['--db', db, ...ALLOW_LOOPBACK]);
+  const receiver = await startReceiver(t);
+  // The server and the hook URL are the only things changed: hooks.example.com is not
+  // reached from a test, and a loopback receiver takes its place.
+  const runnable = script
+    .replaceAll('http://127.0.0.1:8080', server.url)
+    .replaceAll('https://hooks.example.com/plants', receiver.url);
+  assert.equal(runnable.split(receiver.url).length, 2, 'the example subscribes the hook URL');
+  const output = await new Promise<string>((resolve, reject) => {
+    execFile(
+      'bash',
+      ['-c', `set -eo pipefail\n${runnable}`],
+      // The token the example makes is in the server's database.
+      { cwd: ROOT, env: { PATH: process.env.PATH, PLANTSTORE_DB: db } },
+      (error, stdout, stderr) =>
+        error ? reject(new Error(`${error.message}${stderr}`)) : resolve(stdout),
+    );
+  });
+  assert.equal(secretsIn(output).length, 2, `create and rotate-secret: ${output}`);
+  assert.match(output, /^1 {3}http:\/\/127\.0\.0\.1:\d+\/hooks\/plants {2}.* {2}yes {6}CRM$/m);
+  assert.match(output, /^\{"id":1,"url":"http:\/\/127\.0\.0\.1:\d+\/hooks\/plants"/m);
+  assert.match(output, /^ID {2}STATUS +EVENT .*\n1 {3}\w+ +plant\.created {2}1 /m);
+  assert.match(output, /^1 {3}http:\S+ +plant\.created,plant\.deleted {2}no {7}CRM$/m);
+  assert.equal(JSON.parse((await receiver.waitFor(1))[0]!.body).name, 'Fern');
 });
