@@ -170,8 +170,8 @@ test('@plantstore/client: packed, installed alone from its tarball, typed and ru
   assert.ok(files.includes('dist/schema.d.ts'), 'the generated types ship');
   assert.deepEqual(
     files.filter((file) => !/^dist\/[\w-]+\.(js|d\.ts)$/.test(file)),
-    ['package.json'],
-    'the tarball holds the built JavaScript and its types only',
+    ['README.md', 'package.json'],
+    'the tarball holds the built JavaScript and its types, no source',
   );
   for (const file of files.filter((file) => file.endsWith('.d.ts'))) {
     assert.doesNotMatch(
