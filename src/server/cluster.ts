@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import pino from 'pino';
 import { openStore, type StoreConfig } from '../store/open.js';
 import { STATEMENT_TIMEOUT_MS } from '../store/postgres/timeouts.js';
+import { stdoutLogDestination } from './log-destination.js';
 import { type MetricsListen, serveClusterMetrics } from './metrics.js';
 import type { ProcessControl } from './process-control.js';
 
@@ -35,7 +36,8 @@ export interface PrimaryOptions {
  * to drain, and exits 0 through `control` (1 if a worker failed to stop cleanly).
  */
 export async function runPrimary(options: PrimaryOptions, control: ProcessControl): Promise<void> {
-  const log = pino({ level: options.logLevel });
+  // The workers' destination too: JSON lines, or lines for a person on a terminal.
+  const log = pino({ level: options.logLevel }, stdoutLogDestination());
   // Migrating here first means the workers find the schema ready (they would queue
   // on the migration lock anyway).
   const store = await openStore(options.store);

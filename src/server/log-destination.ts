@@ -1,4 +1,5 @@
 import pino, { type DestinationStream } from 'pino';
+import { prettyLogLine } from './pretty-log.js';
 
 /** Where the lines go: what of a SonicBoom the batch needs. */
 export interface LineSink {
@@ -29,10 +30,14 @@ export class TurnBatchedDestination implements DestinationStream {
     this.writeOut();
   };
 
-  constructor(private readonly sink: LineSink) {}
+  /** `format`: what each line becomes before it is written (the lines for a terminal). */
+  constructor(
+    private readonly sink: LineSink,
+    private readonly format?: (line: string) => string,
+  ) {}
 
   write(line: string): void {
-    this.lines.push(line);
+    this.lines.push(this.format === undefined ? line : this.format(line));
     if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(this.flushTurn);
@@ -66,12 +71,15 @@ export class TurnBatchedDestination implements DestinationStream {
 
 /**
  * Standard output as the server's log destination (see TurnBatchedDestination), written
- * out when the process exits.
+ * out when the process exits: JSON lines, or, when it is a terminal, lines for a person
+ * (pretty-log.ts), in colour unless NO_COLOR is set.
  */
 export function stdoutLogDestination(): TurnBatchedDestination {
+  const color = process.env.NO_COLOR === undefined || process.env.NO_COLOR === '';
+  const format = process.stdout.isTTY ? (line: string) => prettyLogLine(line, color) : undefined;
   // pino.destination: a synchronous SonicBoom, which retries a full pipe and stops writing
   // (rather than crashing) once the reader has gone (EPIPE).
-  const destination = new TurnBatchedDestination(pino.destination({ dest: 1, sync: true }));
+  const destination = new TurnBatchedDestination(pino.destination({ dest: 1, sync: true }), format);
   process.once('exit', () => destination.flushSync());
   return destination;
 }
