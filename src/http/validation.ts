@@ -1,3 +1,4 @@
+import type { ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
@@ -114,6 +115,21 @@ function int64Params(schema: unknown): ((data: unknown) => object | undefined) |
 const webhookPath = (url: string | undefined) => url?.startsWith('/webhooks') === true;
 
 /**
+ * The validator of a route schema, compiled once per schema: the schemas are the operation
+ * table's own objects, the same for every app this process builds (each worker, each test),
+ * so a second app compiles none of them again.
+ */
+const validators = new WeakMap<object, ValidateFunction>();
+function compiled(schema: object): ValidateFunction {
+  let validate = validators.get(schema);
+  if (validate === undefined) {
+    validate = ajv.compile(forBigIntValidation(schema));
+    validators.set(schema, validate);
+  }
+  return validate;
+}
+
+/**
  * Fastify's validator compiler for every route: validates losslessly parsed bodies and
  * coerced path/query values against the same schemas the OpenAPI document publishes,
  * and answers with the catalogue error for the part that failed.
@@ -126,7 +142,7 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({
 }) => {
   const part = (httpPart ?? 'body') as Part;
   const owner: Owner = webhookPath(url) ? 'webhooks' : 'plants';
-  const validate = ajv.compile(forBigIntValidation(schema as object));
+  const validate = compiled(schema as object);
   const coerce: Coerce =
     part === 'params' || part === 'querystring' ? stringCoercer(schema as object) : (d) => d;
   const errorName =
