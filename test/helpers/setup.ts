@@ -96,7 +96,7 @@ async function start(
   ) => (await tokens.create({ name: 'test', scopes, expiresInMs })).token;
   const token = await newToken();
   const served = await app.inject({ method: 'GET', url: '/openapi.json' });
-  const validator = new OpenApiValidator(JSON.parse(served.body));
+  const validator = validatorFor(served.body);
 
   const call = async ({ token: given, json, headers, ...rest }: Call) => {
     const sent = given === undefined ? token : given;
@@ -114,6 +114,21 @@ async function start(
     return res;
   };
   return { app, store, database, tokens, token, newToken, call };
+}
+
+/**
+ * The validator of a served document, one per document text in the test process: its
+ * schemas are compiled once, not again for every app the tests start. (The document only
+ * changes with the app's options; a validator is read-only once made.)
+ */
+const validators = new Map<string, OpenApiValidator>();
+function validatorFor(document: string): OpenApiValidator {
+  let validator = validators.get(document);
+  if (validator === undefined) {
+    validator = new OpenApiValidator(JSON.parse(document));
+    validators.set(document, validator);
+  }
+  return validator;
 }
 
 /** The body parsed with exact int64s. */
