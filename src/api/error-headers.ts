@@ -37,6 +37,7 @@ export const ERROR_HEADERS: Partial<Record<ErrorName, readonly ErrorHeader[]>> =
   tokenRateLimited: [always('Retry-After')],
   authFailureRateLimited: [always('Retry-After')],
   storeUnavailable: [always('Retry-After', '1')],
+  tooManyEventStreams: [always('Retry-After', '5')],
 };
 
 /**

@@ -18,9 +18,14 @@ import {
 import { operations } from './operations.js';
 import { components as plantComponents } from './schemas.js';
 import { webhookComponents } from './webhook-schemas.js';
+import { eventComponents } from './event-schemas.js';
 import { webhookMessages } from './openapi-webhooks.js';
 
-const components: Record<string, TSchema> = { ...plantComponents, ...webhookComponents };
+const components: Record<string, TSchema> = {
+  ...plantComponents,
+  ...webhookComponents,
+  ...eventComponents,
+};
 
 type Json = Record<string, unknown>;
 
@@ -84,7 +89,20 @@ function parameters(op: OperationSpec): Json[] {
         },
       ]
     : [];
-  return [...from(op.params, 'path'), ...from(op.query, 'query'), ...ifMatch, ...idempotencyKey];
+  const others = (op.requestHeaders ?? []).map(({ name, description }) => ({
+    name,
+    in: 'header',
+    required: false,
+    description,
+    schema: { type: 'string' },
+  }));
+  return [
+    ...from(op.params, 'path'),
+    ...from(op.query, 'query'),
+    ...ifMatch,
+    ...idempotencyKey,
+    ...others,
+  ];
 }
 
 function responses(op: OperationSpec): Json {
@@ -95,11 +113,15 @@ function responses(op: OperationSpec): Json {
       spec.schema === undefined
         ? {}
         : {
-            content: Object.fromEntries(
-              [spec.mediaType ?? 'application/json']
+            content: Object.fromEntries([
+              ...[spec.mediaType ?? 'application/json']
                 .flat()
                 .map((type) => [type, { schema: toJson(spec.schema!, false) }]),
-            ),
+              ...Object.entries(spec.alternatives ?? {}).map(([type, schema]) => [
+                type,
+                { schema: toJson(schema, false) },
+              ]),
+            ]),
           };
     out[status] = {
       description: spec.description,
@@ -210,6 +232,10 @@ export function buildOpenApiDocument(): Json {
         name: 'webhooks',
         description:
           'Endpoints that receive plant changes as signed HTTP messages, and their deliveries.',
+      },
+      {
+        name: 'events',
+        description: 'The changes feed: every plant change, as pages and as a stream, resumable.',
       },
       { name: 'operations', description: 'Health, readiness and this document; no token needed.' },
       {

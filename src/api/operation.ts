@@ -12,6 +12,17 @@ export interface ResponseSpec {
   /** Defaults to application/json when a schema is given; several when the body varies. */
   mediaType?: string | string[];
   headers?: HeaderName[];
+  /**
+   * Other bodies of the same status, by media type, that the request's `Accept` chooses (the
+   * event stream of GET /events); not serialized from the schema.
+   */
+  alternatives?: Record<string, TSchema>;
+}
+
+/** A request header an operation reads, as the document lists it. */
+export interface RequestHeaderSpec {
+  name: string;
+  description: string;
 }
 
 /**
@@ -29,7 +40,7 @@ export interface OperationSpec<
   path: string;
   summary: string;
   description: string;
-  tag: 'plants' | 'webhooks' | 'operations';
+  tag: 'plants' | 'webhooks' | 'events' | 'operations';
   /** Scope a bearer token needs; null for an operation open to all. */
   scope: Scope | null;
   params?: P;
@@ -46,6 +57,8 @@ export interface OperationSpec<
   responses: Record<number, ResponseSpec>;
   /** Catalogue errors particular to this operation (the common ones are implied). */
   errors: ErrorName[];
+  /** Request headers it reads, besides the common ones (a string each). */
+  requestHeaders?: RequestHeaderSpec[];
   /** Takes an `If-Match` header (a conditional write). */
   conditional?: boolean;
   /** Takes an `Idempotency-Key` header (a create that can be retried safely). */

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { OperationSpec } from './operation.js';
+import { eventOperations } from './event-operations.js';
 import { webhookOperations } from './webhook-operations.js';
 import {
   Health,
@@ -266,6 +267,7 @@ export const operations: readonly OperationSpec[] = [
   updatePlant,
   deletePlant,
   ...webhookOperations,
+  ...eventOperations,
   getHealth,
   getReadiness,
   getOpenApi,

@@ -28,6 +28,11 @@ import {
   UsageError,
 } from './options.js';
 import { auditCommand } from './audit-command.js';
+import {
+  defaultMaxEventStreams,
+  eventsRetentionOption,
+  maxEventStreamsOption,
+} from './event-options.js';
 import { backupCommands } from './backup-commands.js';
 import { databaseName, named, withDatabase } from './database.js';
 import { plantsCommand } from './plants-command.js';
@@ -51,6 +56,8 @@ interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions, WebhookCo
   metricsPort?: number;
   metricsHost: string;
   auditRetention?: number;
+  eventsRetention: number;
+  maxEventStreams?: number;
 }
 
 /** The server runtime stops and exits through this: only the CLI touches the process. */
@@ -165,6 +172,8 @@ function program(): Command {
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
     .addOption(auditRetentionOption())
+    .addOption(eventsRetentionOption())
+    .addOption(maxEventStreamsOption())
     .addOption(webhookOptions.timeout())
     .addOption(webhookOptions.retrySchedule())
     .addOption(webhookOptions.allowNetworks())
@@ -226,6 +235,9 @@ function program(): Command {
           },
           trustProxy: options.trustProxy,
           ...(options.auditRetention !== undefined && { auditRetentionMs: options.auditRetention }),
+          eventsRetentionMs: options.eventsRetention,
+          maxEventStreams:
+            options.maxEventStreams ?? defaultMaxEventStreams(options.maxConnections),
           // A --workers worker reports to the primary, which alone listens.
           ...(metricsListen && { metrics: cluster.isWorker ? 'to-primary' : metricsListen }),
           webhooks: {

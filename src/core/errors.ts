@@ -28,6 +28,10 @@ export const errorCatalogue = {
     message:
       'The webhook URL is refused: it must be http or https, without credentials, to a public address.',
   },
+  malformedLastEventId: {
+    code: 40012,
+    message: 'The Last-Event-ID header must be an event position, a decimal integer from 0.',
+  },
   invalidToken: { code: 40101, message: 'The access token is unknown, revoked or expired.' },
   missingCredentials: {
     code: 40102,
@@ -64,6 +68,11 @@ export const errorCatalogue = {
     code: 41201,
     message: 'The plant has changed since the ETag given (If-Match); read it again.',
   },
+  eventsGone: {
+    code: 41001,
+    message:
+      'Events after this position are no longer kept; read GET /plants again and follow the events from there.',
+  },
   bodyTooLarge: { code: 41301, message: 'The request body is larger than the limit.' },
   unsupportedMediaType: { code: 41501, message: 'The request body has an unsupported media type.' },
   idempotencyKeyReused: {
@@ -81,6 +90,10 @@ export const errorCatalogue = {
   headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
   internal: { code: 50001, message: 'An unexpected error occurred.' },
   storeUnavailable: { code: 50301, message: 'The database is unavailable.' },
+  tooManyEventStreams: {
+    code: 50302,
+    message: 'This server has as many event streams open as it allows; retry later (Retry-After).',
+  },
   httpVersionNotSupported: {
     code: 50501,
     message: 'The HTTP version is not supported; use HTTP/1.1.',

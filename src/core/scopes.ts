@@ -1,9 +1,15 @@
 /** Scopes a token can carry; each operation names the one it needs. */
-export const SCOPES = ['plants:read', 'plants:write', 'webhooks:read', 'webhooks:write'] as const;
+export const SCOPES = [
+  'plants:read',
+  'plants:write',
+  'webhooks:read',
+  'webhooks:write',
+  'events:read',
+] as const;
 export type Scope = (typeof SCOPES)[number];
 
 // Webhook scopes are asked for explicitly: a token made for plants does not manage
-// where the store sends its changes.
+// where the store sends its changes. So is the changes feed's, events:read.
 export const DEFAULT_SCOPES: readonly Scope[] = ['plants:read', 'plants:write'];
 
 export function isScope(value: string): value is Scope {

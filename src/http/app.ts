@@ -10,6 +10,7 @@ import type { PlantService } from '../service/plant-service.js';
 import type { RateLimitCounts } from '../service/rate-limit-sync.js';
 import type { TokenService } from '../service/token-service.js';
 import type { WebhookService } from '../service/webhook-service.js';
+import type { EventFeed } from '../service/event-feed.js';
 import { authenticate } from './hooks/auth.js';
 import { registerJsonParsers } from './hooks/body.js';
 import { installErrorHandling, sendError, toApiError } from './errors/error-reply.js';
@@ -34,6 +35,7 @@ import { lazyChildLogger, RequestLog, type RequestLineWriter } from './hooks/req
 import { SECURITY_HEADERS } from '../api/security-headers.js';
 import { plantRoutes } from './routes/plants.js';
 import { webhookRoutes } from './routes/webhooks/index.js';
+import { eventRoutes } from './routes/events.js';
 import { systemRoutes } from './routes/system.js';
 import { validatorCompiler } from './validation.js';
 
@@ -42,6 +44,8 @@ export interface AppServices {
   plants: PlantService;
   webhooks: WebhookService;
   tokens: TokenService;
+  /** The changes feed (GET /events); closed when the app closes. */
+  events: EventFeed;
   /** What the rate limits count in; a limit turned off has no counts. */
   rateLimitCounts: RateLimitCounts;
   /** Resolves when the database answers; `/readyz` is 200 then, 503 otherwise. */
@@ -107,6 +111,7 @@ export function buildApp({
   plants,
   webhooks,
   tokens,
+  events,
   rateLimitCounts,
   ready,
   logger = false,
@@ -181,6 +186,7 @@ export function buildApp({
 
   plantRoutes(app, plants);
   webhookRoutes(app, webhooks);
+  eventRoutes(app, events);
   systemRoutes(app, ready);
   return app;
 }

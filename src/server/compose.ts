@@ -10,6 +10,8 @@ import { AddressPolicy } from '../core/webhooks/address-policy.js';
 import type { DestinationCheck } from '../core/webhooks/delivery.js';
 import { destinationCheck, systemResolve } from '../outbound/destination.js';
 import { WebhookService } from '../service/webhook-service.js';
+import { EventFeed, type EventFeedOptions } from '../service/event-feed.js';
+import { EventSequencer } from '../service/event-sequencer.js';
 
 export interface ComposeOptions extends Omit<AppOptions, keyof AppServices> {
   store: Store;
@@ -22,6 +24,8 @@ export interface ComposeOptions extends Omit<AppOptions, keyof AppServices> {
   webhookDestinations?: DestinationCheck;
   /** Webhook endpoints the store has at most; defaults to DEFAULT_MAX_ENDPOINTS. */
   webhookMaxEndpoints?: number;
+  /** The changes feed's bounds: streams at once, the heartbeat (tests shorten it). */
+  events?: Omit<EventFeedOptions, 'log'>;
 }
 
 /**
@@ -46,6 +50,7 @@ export function composeApp({
   rateLimits = DEFAULT_RATE_LIMITS,
   webhookDestinations = destinationCheck(new AddressPolicy(), systemResolve),
   webhookMaxEndpoints,
+  events: eventOptions,
   ...options
 }: ComposeOptions): FastifyInstance {
   // Nothing logs while the app is being built, so `app` is set before the first line.
@@ -55,6 +60,9 @@ export function composeApp({
   // revocations lapse and idempotency keys age, as well as rate-limit windows end.
   const { now } = options;
   const clock = now && { now: () => new Date(now()) };
+  // Numbers the events this process's writes queue (PostgreSQL), from the app's start to
+  // after its last request: one last run numbers what those wrote.
+  const sequencer = new EventSequencer(store.events, { log });
   const app = buildApp({
     ...options,
     plants: new PlantService(store.plants, store.idempotency, { ...clock, log }),
@@ -64,9 +72,19 @@ export function composeApp({
       checkDestination: webhookDestinations,
       maxEndpoints: webhookMaxEndpoints,
     }),
+    events: new EventFeed(store.events, {
+      ...eventOptions,
+      settle: () => sequencer.wake(),
+      log,
+    }),
     rateLimitCounts: counts,
     ready: () => store.ping(),
   });
+  app.addHook('onReady', (done) => {
+    sequencer.start();
+    done();
+  });
+  app.addHook('onClose', async () => sequencer.stop());
   if (counts.tokens !== undefined || counts.addresses !== undefined) {
     const sync = new RateLimitSync(counts, store.rateLimits, log, now);
     app.addHook('onReady', (done) => {

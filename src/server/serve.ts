@@ -42,6 +42,10 @@ export interface ServeOptions extends EdgeOptions {
   webhooks: WebhookDelivery;
   /** Audit entries older than this are deleted; kept forever when absent. */
   auditRetentionMs?: number;
+  /** Events of the changes feed older than this are deleted; kept forever when absent. */
+  eventsRetentionMs?: number;
+  /** Event streams and long polls open at once, at most (EVENT_LIMITS.maxStreams if absent). */
+  maxEventStreams?: number;
 }
 
 /**
@@ -62,6 +66,8 @@ export async function serve(
     metrics: metricsOption,
     webhooks,
     auditRetentionMs,
+    eventsRetentionMs,
+    maxEventStreams,
     ...edge
   }: ServeOptions,
   control: ProcessControl,
@@ -94,12 +100,14 @@ export async function serve(
     requestLine: pinoRequestLine(logger, destination),
     webhookDestinations: webhookDestinations(webhooks),
     webhookMaxEndpoints: webhooks.maxEndpoints,
+    ...(maxEventStreams !== undefined && { events: { maxStreams: maxEventStreams } }),
     ...edge,
     ...(measuring && { metrics: measuring.metrics }),
   });
   const maintenance = new Maintenance(store, {
     log: app.log,
     ...(auditRetentionMs !== undefined && { auditRetentionMs }),
+    ...(eventsRetentionMs !== undefined && { eventsRetentionMs }),
   });
   let delivery: RunningDelivery | undefined;
   let stopping = false;

@@ -1,5 +1,5 @@
 import type { Log } from '../core/log.js';
-import type { AuditStore, IdempotencyStore, Store } from '../store/store.js';
+import type { AuditStore, EventLog, IdempotencyStore, Store } from '../store/store.js';
 
 /** How often a process prunes what grows with writes. */
 export const MAINTENANCE_INTERVAL_MS = 60_000;
@@ -11,6 +11,11 @@ export interface MaintenanceOptions {
   log: Log;
   /** Audit entries older than this are deleted; undefined keeps them all (the default). */
   auditRetentionMs?: number;
+  /**
+   * Events of the changes feed older than this are deleted (serve's default: 7 days);
+   * undefined keeps them all.
+   */
+  eventsRetentionMs?: number;
   intervalMs?: number;
   /** Unix milliseconds now. */
   now?: () => number;
@@ -21,6 +26,7 @@ export interface Pruned {
   takenIds: number;
   idempotencyKeys: number;
   auditEntries: number;
+  events: number;
 }
 
 /** What the loop needs of a store: the prunes. */
@@ -28,6 +34,7 @@ export interface PrunedStore {
   audit: Pick<AuditStore, 'prune'>;
   idempotency: Pick<IdempotencyStore, 'prune'>;
   pruneTakenIds?: Store['pruneTakenIds'];
+  events?: Pick<EventLog, 'prune'>;
 }
 
 /**
@@ -35,7 +42,7 @@ export interface PrunedStore {
  * every process (rounds on several processes at once delete nothing twice): the records of
  * ids taken that no create needs any more (PostgreSQL; SQLite's creates prune their own), the
  * Idempotency-Keys expired (nothing else deletes them), and, with a retention, the audit
- * entries older than it. Webhook messages past their retention are deleted by the
+ * entries and the changes feed's events older than theirs. Webhook messages past their retention are deleted by the
  * dispatcher's housekeeping, ended rate-limit windows by RateLimitSync. Each table's bound
  * is in docs/operating.md, "Tables and their growth".
  */
@@ -74,7 +81,7 @@ export class Maintenance {
 
   private async prune(): Promise<Pruned> {
     const { store, options } = this;
-    const pruned: Pruned = { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 };
+    const pruned: Pruned = { takenIds: 0, idempotencyKeys: 0, auditEntries: 0, events: 0 };
     const now = (options.now ?? Date.now)();
     // Each table on its own: one that fails to prune does not keep the others from it.
     if (store.pruneTakenIds !== undefined) {
@@ -95,6 +102,13 @@ export class Maintenance {
           'deleted audit entries past their retention',
         );
       }
+    }
+    const { events } = store;
+    if (options.eventsRetentionMs !== undefined && events !== undefined) {
+      const before = new Date(now - options.eventsRetentionMs);
+      pruned.events = await this.guarded('events', () =>
+        this.batches((batch) => events.prune(before, batch)),
+      );
     }
     return pruned;
   }

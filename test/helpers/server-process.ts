@@ -38,6 +38,8 @@ export function cleanEnv(): NodeJS.ProcessEnv {
     'PLANTSTORE_WEBHOOK_ALLOW_NETWORKS',
     'PLANTSTORE_WEBHOOK_DISABLE_AFTER',
     'PLANTSTORE_WEBHOOK_RETENTION',
+    'PLANTSTORE_EVENTS_RETENTION',
+    'PLANTSTORE_MAX_EVENT_STREAMS',
   ]);
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !cli.has(name)));
 }

@@ -105,7 +105,12 @@ describe('Maintenance', () => {
     // 40 days, 30 days and a minute, 30 days less a minute, an hour, now.
     audit.add(40 * DAY_MS, 30 * DAY_MS + 60_000, 30 * DAY_MS - 60_000, HOUR_MS, 0);
     const { loop, lines } = maintenance({ audit }, { auditRetentionMs: 30 * DAY_MS });
-    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 2 });
+    assert.deepEqual(await loop.round(), {
+      takenIds: 0,
+      idempotencyKeys: 0,
+      auditEntries: 2,
+      events: 0,
+    });
     assert.deepEqual(audit.prunes, [{ before: '2026-10-26T12:00:00.000Z', batch: PRUNE_BATCH }]);
     assert.deepEqual(
       audit.entries.map((entry) => entry.seq),
@@ -119,7 +124,12 @@ describe('Maintenance', () => {
       },
     ]);
     // Nothing older left: the next round deletes nothing and says nothing.
-    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 });
+    assert.deepEqual(await loop.round(), {
+      takenIds: 0,
+      idempotencyKeys: 0,
+      auditEntries: 0,
+      events: 0,
+    });
     assert.equal(lines.length, 1);
   });
 
@@ -127,10 +137,44 @@ describe('Maintenance', () => {
     const audit = new MemoryAudit();
     audit.add(3650 * DAY_MS, 400 * DAY_MS, 0);
     const { loop, lines } = maintenance({ audit });
-    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 });
+    assert.deepEqual(await loop.round(), {
+      takenIds: 0,
+      idempotencyKeys: 0,
+      auditEntries: 0,
+      events: 0,
+    });
     assert.deepEqual(audit.prunes, []);
     assert.equal(audit.entries.length, 3);
     assert.deepEqual(lines, []);
+  });
+
+  it('a round deletes the events of the feed older than their retention, batch after batch', async () => {
+    const prunes: { before: string; batch: number }[] = [];
+    const counts = [PRUNE_BATCH, 3];
+    const events = {
+      async prune(before: Date, batch: number) {
+        prunes.push({ before: before.toISOString(), batch });
+        return counts.shift() ?? 0;
+      },
+    };
+    const { loop } = maintenance(
+      { audit: new MemoryAudit(), events },
+      { eventsRetentionMs: 7 * DAY_MS },
+    );
+    assert.deepEqual(await loop.round(), {
+      takenIds: 0,
+      idempotencyKeys: 0,
+      auditEntries: 0,
+      events: PRUNE_BATCH + 3,
+    });
+    const before = '2026-11-18T12:00:00.000Z';
+    assert.deepEqual(prunes, [
+      { before, batch: PRUNE_BATCH },
+      { before, batch: PRUNE_BATCH },
+    ]);
+    const { loop: keeping } = maintenance({ audit: new MemoryAudit(), events });
+    assert.equal((await keeping.round()).events, 0, 'no retention: kept');
+    assert.equal(prunes.length, 2);
   });
 
   it('a round deletes the Idempotency-Keys expired by the clock given, batch after batch', async () => {
@@ -140,6 +184,7 @@ describe('Maintenance', () => {
       takenIds: 0,
       idempotencyKeys: PRUNE_BATCH + 12,
       auditEntries: 0,
+      events: 0,
     });
     const now = new Date(NOW).toISOString();
     assert.deepEqual(idempotency.prunes, [
@@ -163,12 +208,18 @@ describe('Maintenance', () => {
       takenIds: 3 * PRUNE_BATCH + 17,
       idempotencyKeys: 0,
       auditEntries: 2 * PRUNE_BATCH + 7,
+      events: 0,
     });
     assert.deepEqual(batches, [PRUNE_BATCH, PRUNE_BATCH, PRUNE_BATCH, PRUNE_BATCH]);
     assert.equal(audit.prunes.length, 3, 'two full batches and the rest');
     assert.equal(audit.entries.length, 1);
     // The next round starts a new pass: one batch that finds nothing.
-    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 });
+    assert.deepEqual(await loop.round(), {
+      takenIds: 0,
+      idempotencyKeys: 0,
+      auditEntries: 0,
+      events: 0,
+    });
     assert.deepEqual(batches.length, 5);
   });
 
@@ -181,7 +232,12 @@ describe('Maintenance', () => {
       return 3;
     };
     const { loop, lines } = maintenance({ audit, pruneTakenIds }, { auditRetentionMs: DAY_MS });
-    assert.deepEqual(await loop.round(), { takenIds: 0, idempotencyKeys: 0, auditEntries: 1 });
+    assert.deepEqual(await loop.round(), {
+      takenIds: 0,
+      idempotencyKeys: 0,
+      auditEntries: 1,
+      events: 0,
+    });
     assert.deepEqual(
       lines.map(({ level, message, fields }) => [level, message, fields.table]),
       [
@@ -193,10 +249,20 @@ describe('Maintenance', () => {
 
     audit.add(2 * DAY_MS);
     audit.failing = new Error('database is locked');
-    assert.deepEqual(await loop.round(), { takenIds: 3, idempotencyKeys: 0, auditEntries: 0 });
+    assert.deepEqual(await loop.round(), {
+      takenIds: 3,
+      idempotencyKeys: 0,
+      auditEntries: 0,
+      events: 0,
+    });
     assert.deepEqual(lines.at(-1)?.fields.table, 'audit entries');
     audit.failing = undefined;
-    assert.deepEqual(await loop.round(), { takenIds: 3, idempotencyKeys: 0, auditEntries: 1 });
+    assert.deepEqual(await loop.round(), {
+      takenIds: 3,
+      idempotencyKeys: 0,
+      auditEntries: 1,
+      events: 0,
+    });
   });
 
   it('answers a round already under way instead of starting a second', async () => {
@@ -210,7 +276,7 @@ describe('Maintenance', () => {
     const first = loop.round();
     assert.equal(loop.round(), first);
     held.resolve(1);
-    assert.deepEqual(await first, { takenIds: 1, idempotencyKeys: 0, auditEntries: 0 });
+    assert.deepEqual(await first, { takenIds: 1, idempotencyKeys: 0, auditEntries: 0, events: 0 });
     assert.equal(calls, 1);
   });
 
@@ -254,7 +320,7 @@ describe('Maintenance', () => {
     const stopping = loop.stop();
     held.reject(new Error('the store is closed'));
     await stopping;
-    assert.deepEqual(await round, { takenIds: 0, idempotencyKeys: 0, auditEntries: 0 });
+    assert.deepEqual(await round, { takenIds: 0, idempotencyKeys: 0, auditEntries: 0, events: 0 });
     assert.deepEqual(lines, []);
   });
 

@@ -20,4 +20,11 @@ export const int64Shapes: Record<string, Record<string, Int64Shape>> = {
       },
     },
   },
+  'GET /events': {
+    '200': {
+      items: {
+        properties: { position: { int64: true }, data: { properties: { id: { int64: true } } } },
+      },
+    },
+  },
 };

@@ -193,6 +193,35 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Follow every plant change
+     * @description The changes feed: every plant write (create, update, delete) as an event, in one order that every reader sees the same way, so that a reader that has seen position `p` never later finds a new event below it. Two forms of the same log:
+     *
+     *     - JSON pages (the default): `?after=<position>&limit=`, oldest first. `Link: <...>; rel="next"` is always there and carries the cursor to go on from, also on an empty page: follow it to get what comes next. With `?wait=30s`, a page that would be empty waits up to that long for the next event (a long poll).
+     *     - `Accept: text/event-stream`: Server-Sent Events, one per change, `id:` the position, `event:` the type, `data:` the plant; a heartbeat comment every 15 s. Resume with `Last-Event-ID` (or `?after=`). The stream ends when the server shuts down: resume on any instance. A stream whose client stops reading is cut off after the send timeout.
+     *
+     *     Events are kept for `--events-retention` (7 days by default): a cursor below the oldest kept is `410` (41001), and the client must read `GET /plants` again and follow the events from the oldest kept (no `after`). Each process serves `--max-event-streams` streams and long polls at once (1024 by default); past it, `503` (50302) with `Retry-After`.
+     */
+    get: operations['listEvents'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    /**
+     * CORS preflight
+     * @description Sent by browsers before a cross-origin request that is not "simple" (one with `Authorization`, for instance); answered only when the server runs with `--cors-origins`. From an allowed origin: `204`, allowing GET and the request headers listed in `Access-Control-Allow-Headers`. From another origin: `403` (40302). Without `Origin` and `Access-Control-Request-Method`, or with CORS off: `405` with `Allow`, as for any method the path does not support.
+     */
+    options: operations['preflightEvents'];
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/healthz': {
     parameters: {
       query?: never;
@@ -510,6 +539,7 @@ export interface components {
         | 40009
         | 40010
         | 40011
+        | 40012
         | 40101
         | 40102
         | 40301
@@ -525,6 +555,7 @@ export interface components {
         | 40903
         | 40904
         | 41201
+        | 41001
         | 41301
         | 41501
         | 42201
@@ -533,6 +564,7 @@ export interface components {
         | 43101
         | 50001
         | 50301
+        | 50302
         | 50501;
       /** @description What went wrong, for people. */
       message: string;
@@ -655,6 +687,34 @@ export interface components {
       error: string | null;
       /** @description The first 1 KiB of the receiver's answer. */
       responseExcerpt: string;
+    };
+    /**
+     * @description One plant change of the changes feed. `data` is the body of the webhook message of the same change: the plant as created, as updated, or as it was when deleted; ids exact.
+     * @example {
+     *       "position": 42,
+     *       "type": "plant.created",
+     *       "at": "2030-01-01T00:00:00.000Z",
+     *       "data": {
+     *         "id": 7,
+     *         "name": "Fern",
+     *         "tag": "shade"
+     *       }
+     *     }
+     */
+    ChangeEvent: {
+      /**
+       * Format: int64
+       * @description Where the event stands in the log, from 1: every event a reader finds later has a higher position. Positions may skip numbers.
+       */
+      position: bigint;
+      /** @description A kind of plant change: `plant.created`, `plant.updated` or `plant.deleted`. */
+      type: 'plant.created' | 'plant.updated' | 'plant.deleted';
+      /**
+       * Format: date-time
+       * @description When the write ran.
+       */
+      at: string;
+      data: components['schemas']['Plant'];
     };
   };
   responses: never;
@@ -4238,6 +4298,343 @@ export interface operations {
         /** @description Any value: a preflight does not look at it. */
         deliveryId: string;
       };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The browser may send the request. */
+      204: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Access-Control-Allow-Origin': components['headers']['Access-Control-Allow-Origin'];
+          'Access-Control-Allow-Methods': components['headers']['Access-Control-Allow-Methods'];
+          'Access-Control-Allow-Headers': components['headers']['Access-Control-Allow-Headers'];
+          'Access-Control-Max-Age': components['headers']['Access-Control-Max-Age'];
+          Vary: components['headers']['Vary'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40006` The HTTP request is malformed.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40302` Web pages from this origin may not call the API (CORS).
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40501` The resource does not support this method.
+       */
+      405: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Allow: components['headers']['Allow'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  listEvents: {
+    parameters: {
+      query?: {
+        /** @description Cursor: only events with a higher position (0 or more). Absent: from the oldest event kept. Below the oldest kept: `410`. */
+        after?: bigint;
+        /** @description Largest number of events in a page (JSON only). */
+        limit?: number;
+        /** @description Long poll (JSON only): `1s` to `60s`. A page that would be empty waits this long for the next event instead of answering at once. */
+        wait?: string;
+      };
+      header?: {
+        /** @description `text/event-stream` for the stream; anything else gets JSON pages. */
+        Accept?: string;
+        /** @description The stream resumes after this position (the `id:` of the last event received), instead of `after`. */
+        'Last-Event-ID'?: string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description A page of events (possibly empty), or the stream. */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          Link: components['headers']['Link'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['ChangeEvent'][];
+          'text/event-stream': string;
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40002` A query parameter is missing, unknown or invalid.
+       *     - `40005` This operation takes no request body.
+       *     - `40006` The HTTP request is malformed.
+       *     - `40012` The Last-Event-ID header must be an event position, a decimal integer from 0.
+       */
+      400: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40101` The access token is unknown, revoked or expired.
+       *     - `40102` Send the header "Authorization: Bearer <ACCESS_TOKEN>".
+       */
+      401: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40301` The access token lacks the scope required.
+       */
+      403: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'WWW-Authenticate': components['headers']['WWW-Authenticate'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `40801` The request took too long to arrive.
+       */
+      408: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `41001` Events after this position are no longer kept; read GET /plants again and follow the events from there.
+       */
+      410: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `42901` The access token has used up its rate limit; see Retry-After.
+       *     - `42902` Too many failed authentications from this address; see Retry-After.
+       */
+      429: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `43101` The request header fields are too large.
+       */
+      431: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50001` An unexpected error occurred.
+       */
+      500: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50301` The database is unavailable.
+       *     - `50302` This server has as many event streams open as it allows; retry later (Retry-After).
+       */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          'Retry-After': components['headers']['Retry-After'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /**
+       * @description Error. `error` is one of:
+       *
+       *     - `50501` The HTTP version is not supported; use HTTP/1.1.
+       */
+      505: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  preflightEvents: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description The origin of the page, e.g. `https://app.example` (set by the browser). */
+        Origin?: string;
+        /** @description The method of the request the page wants to make (set by the browser). */
+        'Access-Control-Request-Method'?: string;
+        /** @description The headers it wants to send (set by the browser). */
+        'Access-Control-Request-Headers'?: string;
+      };
+      path?: never;
       cookie?: never;
     };
     requestBody?: never;

@@ -1,0 +1,56 @@
+import { EVENT_LIMITS } from '../core/change-events.js';
+import { EventList, EventQuery, EventStream } from './event-schemas.js';
+import type { OperationSpec } from './operation.js';
+
+const days = (ms: number) => ms / 86_400_000;
+
+export const listEvents = {
+  operationId: 'listEvents',
+  method: 'GET',
+  path: '/events',
+  summary: 'Follow every plant change',
+  description:
+    'The changes feed: every plant write (create, update, delete) as an event, in one order ' +
+    'that every reader sees the same way, so that a reader that has seen position `p` never ' +
+    'later finds a new event below it. Two forms of the same log:\n\n' +
+    '- JSON pages (the default): `?after=<position>&limit=`, oldest first. `Link: <...>; ' +
+    'rel="next"` is always there and carries the cursor to go on from, also on an empty page: ' +
+    'follow it to get what comes next. With `?wait=30s`, a page that would be empty waits up ' +
+    'to that long for the next event (a long poll).\n' +
+    '- `Accept: text/event-stream`: Server-Sent Events, one per change, `id:` the position, ' +
+    '`event:` the type, `data:` the plant; a heartbeat comment every ' +
+    `${EVENT_LIMITS.heartbeatMs / 1000} s. Resume with \`Last-Event-ID\` (or \`?after=\`). The ` +
+    'stream ends when the server shuts down: resume on any instance. A stream whose client ' +
+    'stops reading is cut off after the send timeout.\n\n' +
+    `Events are kept for \`--events-retention\` (${days(EVENT_LIMITS.retentionMs)} days by ` +
+    'default): a cursor below the oldest kept is `410` (41001), and the client must read ' +
+    '`GET /plants` again and follow the events from the oldest kept (no `after`). Each ' +
+    'process serves `--max-event-streams` streams and long polls at once ' +
+    `(${EVENT_LIMITS.maxStreams} by default); past it, \`503\` (50302) with \`Retry-After\`.`,
+  tag: 'events',
+  scope: 'events:read',
+  query: EventQuery,
+  requestHeaders: [
+    {
+      name: 'Accept',
+      description: '`text/event-stream` for the stream; anything else gets JSON pages.',
+    },
+    {
+      name: 'Last-Event-ID',
+      description:
+        'The stream resumes after this position (the `id:` of the last event received), ' +
+        'instead of `after`.',
+    },
+  ],
+  responses: {
+    200: {
+      description: 'A page of events (possibly empty), or the stream.',
+      schema: EventList,
+      alternatives: { 'text/event-stream': EventStream },
+      headers: ['Link'],
+    },
+  },
+  errors: ['malformedLastEventId', 'eventsGone', 'tooManyEventStreams'],
+} satisfies OperationSpec<undefined, typeof EventQuery, undefined>;
+
+export const eventOperations: readonly OperationSpec[] = [listEvents];

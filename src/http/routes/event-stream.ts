@@ -1,0 +1,63 @@
+import { Readable } from 'node:stream';
+import type { FastifyBaseLogger } from 'fastify';
+import { ApiError } from '../../core/errors.js';
+import { eventFrame, HEARTBEAT, STREAM_OPENING } from '../../api/event-stream.js';
+import type { EventFeed } from '../../service/event-feed.js';
+
+/** Events one read of the feed hands a stream at most. */
+const STREAM_BATCH = 100;
+
+/**
+ * The body of an event stream: the events after `after`, then each new one as the feed hears
+ * of it, a heartbeat whenever nothing happened for the feed's heartbeat time. A Readable of
+ * bytes, pulled by the answer as the client takes them: a client that stops reading stops
+ * the reads of the feed, holds what its buffers hold (16 KiB here), and is cut off by the
+ * connection's send timeout (http/connections.ts). Ends when the feed closes (shutdown), and
+ * when the events it would send next are no longer kept or cannot be read (logged): the
+ * client resumes with Last-Event-ID, and learns why. `release` is called once it is over.
+ */
+export function eventStream(
+  feed: EventFeed,
+  after: bigint,
+  release: () => void,
+  log: FastifyBaseLogger,
+): Readable {
+  const stop = new AbortController();
+  const stream = Readable.from(frames(feed, after, stop.signal, log), {
+    objectMode: false,
+    highWaterMark: 16 * 1024,
+  });
+  stream.once('close', () => {
+    stop.abort();
+    release();
+  });
+  return stream;
+}
+
+async function* frames(
+  feed: EventFeed,
+  after: bigint,
+  signal: AbortSignal,
+  log: FastifyBaseLogger,
+): AsyncGenerator<string> {
+  yield STREAM_OPENING;
+  let position = after;
+  const open = () => !signal.aborted && !feed.isClosed;
+  while (open()) {
+    let events;
+    try {
+      events = await feed.after(position, STREAM_BATCH);
+    } catch (error) {
+      if (!(error instanceof ApiError && error.errorName === 'eventsGone')) {
+        log.warn({ err: error }, 'an event stream could not read the log; it ends');
+      }
+      return;
+    }
+    if (events.length > 0) {
+      yield events.map(eventFrame).join('');
+      position = events.at(-1)!.position;
+    } else if (!(await feed.waitBeyond(position, feed.heartbeatMs, signal)) && open()) {
+      yield HEARTBEAT;
+    }
+  }
+}

@@ -1,0 +1,90 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { EVENT_LIMITS, parseWait } from '../../core/change-events.js';
+import { ApiError } from '../../core/errors.js';
+import { parseLastEventId, wantsEventStream } from '../../api/event-stream.js';
+import { listEvents } from '../../api/event-operations.js';
+import { parseJson } from '../../api/json.js';
+import type { EventFeed, FeedPage } from '../../service/event-feed.js';
+import { eventStream } from './event-stream.js';
+import { route } from './route.js';
+
+/**
+ * GET /events: JSON pages (long polled with `wait`), or the event stream for
+ * `Accept: text/event-stream`. Streams and long polls end when the app closes, before it
+ * waits for the requests in flight.
+ */
+export function eventRoutes(app: FastifyInstance, feed: EventFeed): void {
+  app.addHook('preClose', (done) => {
+    feed.close();
+    done();
+  });
+
+  route(app, listEvents, async (request, reply) => {
+    const { after, limit = EVENT_LIMITS.pageDefault, wait } = request.query;
+    if (after !== undefined && after < 0n) {
+      throw new ApiError('invalidQuery', 'The query parameter "after" must be 0 or more.');
+    }
+    if (wantsEventStream(request.headers.accept)) {
+      return stream(feed, request, reply, after);
+    }
+    const seconds = wait === undefined ? undefined : parseWait(wait);
+    const page =
+      seconds === undefined
+        ? await feed.page(after, limit)
+        : await longPoll(feed, after, limit, seconds * 1000, reply);
+    const waitParam = wait === undefined ? '' : `&wait=${wait}`;
+    reply.header('link', `</events?after=${page.next}&limit=${limit}${waitParam}>; rel="next"`);
+    return page.events.map((event) => ({ ...event, data: parseJson(event.data) }));
+  });
+}
+
+/** A page; if it is empty, the page read again once an event follows, or after `ms`. */
+async function longPoll(
+  feed: EventFeed,
+  after: bigint | undefined,
+  limit: number,
+  ms: number,
+  reply: FastifyReply,
+): Promise<FeedPage> {
+  const release = feed.admit();
+  const stop = new AbortController();
+  const abort = () => stop.abort();
+  reply.raw.once('close', abort);
+  try {
+    const page = await feed.page(after, limit);
+    if (page.events.length > 0) return page;
+    if (!(await feed.waitBeyond(page.next, ms, stop.signal))) return page;
+    return await feed.page(page.next, limit);
+  } finally {
+    reply.raw.off('close', abort);
+    release();
+  }
+}
+
+async function stream(
+  feed: EventFeed,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  after: bigint | undefined,
+): Promise<FastifyReply> {
+  const resumed = parseLastEventId(request.headers['last-event-id']);
+  if (resumed === null) throw new ApiError('malformedLastEventId');
+  const release = feed.admit();
+  try {
+    // Read before the answer starts, so that a cursor no longer kept is a 410, not a stream.
+    const { start } = await feed.page(resumed ?? after, 1);
+    return (
+      reply
+        .type('text/event-stream; charset=utf-8')
+        .header('cache-control', 'no-store')
+        .header('x-accel-buffering', 'no')
+        // A stream ends at shutdown (or when the client goes): its connection ends with it, so
+        // that a closing server waits for no idle keep-alive connection after its streams.
+        .header('connection', 'close')
+        .send(eventStream(feed, start, release, request.log))
+    );
+  } catch (error) {
+    release();
+    throw error;
+  }
+}

@@ -1,0 +1,235 @@
+import { type ChangeEvent, EVENT_LIMITS } from '../core/change-events.js';
+import { ApiError } from '../core/errors.js';
+import { type Log, silentLog } from '../core/log.js';
+import type { EventLog } from '../store/store.js';
+
+/** Events the feed keeps in memory, the newest, for the streams that are up to date. */
+export const RECENT_EVENTS = 1024;
+
+/** With no wake-up, the log is looked at this often while anyone waits. */
+export const FEED_POLL_MS = 1000;
+
+export interface EventFeedOptions {
+  /** Streams and long polls open at once, at most; more are refused (503). */
+  maxStreams?: number;
+  /** A heartbeat on an idle stream this often (tests shorten it). */
+  heartbeatMs?: number;
+  /**
+   * Makes every event committed so far readable, before a page is read (the sequencer's
+   * wake-up, where the store numbers events after their commit): a write answered before a
+   * page is asked for is on it.
+   */
+  settle?: () => Promise<void>;
+  log?: Log;
+}
+
+/** A page of the feed and where the next one starts. */
+export interface FeedPage {
+  /** The cursor the page was read after: `after`, or the horizon when none was given. */
+  start: bigint;
+  events: ChangeEvent[];
+  /** The cursor of the next page: the last position of this one, or where it started. */
+  next: bigint;
+}
+
+interface Waiter {
+  after: bigint;
+  /** true: an event after `after` is known; false: stop waiting (the feed is closing). */
+  wake: (found: boolean) => void;
+}
+
+/**
+ * The changes feed (GET /events) over the store's log: pages read from the database, and, for
+ * the streams and long polls that wait for what comes next, one shared look at the log per
+ * wake-up (the store's, after a commit here or a NOTIFY or a new data_version from another
+ * process; and once a second while anyone waits). The newest events are kept in memory, so a
+ * thousand streams that are up to date cost one read of the database per change, not a
+ * thousand. Counts the streams and long polls open, to refuse those past `maxStreams`.
+ */
+export class EventFeed {
+  readonly maxStreams: number;
+  readonly heartbeatMs: number;
+  private readonly log: Log;
+  private readonly settle: () => Promise<void>;
+  /** Every event above `floor` up to `head`, oldest first, at most RECENT_EVENTS of them. */
+  private recent: ChangeEvent[] = [];
+  private floor = 0n;
+  private head = 0n;
+  private started: Promise<void> | undefined;
+  private refreshing: Promise<void> | undefined;
+  private again = false;
+  private readonly waiters = new Set<Waiter>();
+  private open = 0;
+  private closed = false;
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(
+    private readonly events: EventLog,
+    { maxStreams, heartbeatMs, settle, log }: EventFeedOptions = {},
+  ) {
+    this.settle = settle ?? (() => Promise.resolve());
+    this.maxStreams = maxStreams ?? EVENT_LIMITS.maxStreams;
+    this.heartbeatMs = heartbeatMs ?? EVENT_LIMITS.heartbeatMs;
+    this.log = log ?? silentLog;
+  }
+
+  /**
+   * A page of up to `limit` events after `after` (from the oldest kept when undefined), read
+   * from the database. Throws `eventsGone` when events after `after` may have been pruned.
+   */
+  async page(after: bigint | undefined, limit: number): Promise<FeedPage> {
+    await this.settle();
+    const { events, horizon } = await this.events.read(after, limit);
+    if (after !== undefined && after < horizon) throw gone(after, horizon);
+    const start = after ?? horizon;
+    return { start, events, next: events.at(-1)?.position ?? start };
+  }
+
+  /**
+   * Up to `limit` events after `after`: from memory when it holds every event after it,
+   * else a page from the database (which may throw `eventsGone`).
+   */
+  async after(after: bigint, limit: number): Promise<ChangeEvent[]> {
+    await this.start();
+    if (after < this.floor) return (await this.page(after, limit)).events;
+    const recent = this.recent;
+    let low = 0;
+    let high = recent.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if (recent[middle]!.position <= after) low = middle + 1;
+      else high = middle;
+    }
+    return recent.slice(low, low + limit);
+  }
+
+  /**
+   * Resolves true once the feed knows of an event after `after`, false after `ms`, when
+   * `signal` aborts, or when the feed closes.
+   */
+  async waitBeyond(after: bigint, ms: number, signal?: AbortSignal): Promise<boolean> {
+    await this.start();
+    if (this.head > after) return true;
+    if (this.closed || signal?.aborted) return false;
+    return new Promise<boolean>((resolve) => {
+      const done = (found: boolean) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', aborted);
+        this.waiters.delete(waiter);
+        resolve(found);
+      };
+      const waiter: Waiter = { after, wake: done };
+      const aborted = () => done(false);
+      const timer = setTimeout(() => done(false), ms);
+      signal?.addEventListener('abort', aborted, { once: true });
+      this.waiters.add(waiter);
+    });
+  }
+
+  /**
+   * Counts a stream or long poll as open until the function answered is called; throws
+   * `tooManyEventStreams` when `maxStreams` are open already, `unavailable` when closing.
+   */
+  admit(): () => void {
+    if (this.closed) throw new ApiError('tooManyEventStreams', 'The server is shutting down.');
+    if (this.open >= this.maxStreams) {
+      throw new ApiError(
+        'tooManyEventStreams',
+        `This server has ${this.maxStreams} event streams open, the most it allows; retry later.`,
+      );
+    }
+    this.open += 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.open -= 1;
+    };
+  }
+
+  /** Streams and long polls open now. */
+  get streams(): number {
+    return this.open;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Ends every wait at once (streams end, long polls answer); nothing waits from now on. */
+  close(): void {
+    this.closed = true;
+    clearInterval(this.timer);
+    this.unsubscribe?.();
+    for (const waiter of [...this.waiters]) waiter.wake(false);
+  }
+
+  /** Learns where the log stands and starts listening, on first use. */
+  private start(): Promise<void> {
+    this.started ??= (async () => {
+      this.head = this.floor = await this.events.head();
+      if (this.closed) return;
+      this.unsubscribe = this.events.onAppended(() => void this.refresh());
+      this.timer = setInterval(() => {
+        if (this.waiters.size > 0) void this.refresh();
+      }, FEED_POLL_MS).unref();
+    })().catch((error: unknown) => {
+      this.started = undefined;
+      throw error;
+    });
+    return this.started;
+  }
+
+  /** Reads what the log has after `head`, one look at a time (a wake-up during one: another). */
+  private refresh(): Promise<void> {
+    if (this.refreshing !== undefined) {
+      this.again = true;
+      return this.refreshing;
+    }
+    this.refreshing = this.readNewer()
+      .catch((error: unknown) => {
+        this.log.warn(
+          { err: error },
+          'reading the event log failed; streams wait for the next look',
+        );
+      })
+      .finally(() => {
+        this.refreshing = undefined;
+        if (this.again && !this.closed) {
+          this.again = false;
+          void this.refresh();
+        }
+      });
+    return this.refreshing;
+  }
+
+  private async readNewer(): Promise<void> {
+    for (;;) {
+      const { events, horizon } = await this.events.read(this.head, EVENT_LIMITS.pageMax);
+      if (horizon > this.head) {
+        // Pruned past what this process knew: what it holds is no longer all there is.
+        this.recent = [];
+        this.head = this.floor = horizon;
+        continue;
+      }
+      if (events.length === 0) break;
+      this.recent.push(...events);
+      this.head = events.at(-1)!.position;
+      const excess = this.recent.length - RECENT_EVENTS;
+      if (excess > 0) {
+        this.floor = this.recent[excess - 1]!.position;
+        this.recent = this.recent.slice(excess);
+      }
+      if (events.length < EVENT_LIMITS.pageMax) break;
+    }
+    for (const waiter of [...this.waiters]) if (this.head > waiter.after) waiter.wake(true);
+  }
+}
+
+const gone = (after: bigint, horizon: bigint) =>
+  new ApiError(
+    'eventsGone',
+    `Events after position ${after} are no longer kept (the oldest kept is above ` +
+      `${horizon}): read GET /plants again and follow the events from there.`,
+  );

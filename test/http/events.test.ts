@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import { INT64_MAX } from '../../src/core/int64.js';
+import { readEvents } from '../helpers/event-stream.js';
+import { body, forEachBackend, type Setup } from '../helpers/setup.js';
+
+// GET /events, issue 26: the changes feed as JSON pages (with a long poll) and as a stream of
+// Server-Sent Events, on both databases. The answers are checked against the served OpenAPI
+// document by `call`; the streams are read over a real connection.
+
+interface Event {
+  position: bigint;
+  type: string;
+  at: string;
+  data: { id: bigint; name: string; tag?: string };
+}
+
+async function feedApp(setup: Setup, t: TestContext, options: Parameters<Setup>[1] = {}) {
+  const app = await setup(t, options);
+  const token = await app.newToken(['plants:read', 'plants:write', 'events:read']);
+  const call = (url: string, headers: Record<string, string> = {}) =>
+    app.call({ method: 'GET', url, token, headers });
+  const create = async (plant: Record<string, unknown>) => {
+    const res = await app.call({ method: 'POST', url: '/plants', token, json: stringify(plant) });
+    assert.equal(res.statusCode, 201, res.body);
+    return body<{ id: bigint; name: string }>(res);
+  };
+  return { ...app, token, call, create };
+}
+
+const stringify = (value: Record<string, unknown>) =>
+  JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? `@${v}@` : v)).replace(
+    /"@(-?\d+)@"/g,
+    '$1',
+  );
+
+const nextOf = (link: unknown) => /^<([^>]+)>; rel="next"$/.exec(String(link))?.[1];
+
+forEachBackend(({ setup }) => {
+  test('pages: every write once, in order, ids exact, Link always to where to go on', async (t) => {
+    const app = await feedApp(setup, t);
+    const empty = await app.call('/events');
+    assert.equal(empty.statusCode, 200);
+    assert.deepEqual(body(empty), []);
+    assert.equal(nextOf(empty.headers.link), '/events?after=0&limit=100');
+
+    const big = await app.create({ id: INT64_MAX, name: 'Fern', tag: 'shade' });
+    const patched = await app.app.inject({
+      method: 'PATCH',
+      url: `/plants/${big.id}`,
+      headers: { authorization: `Bearer ${app.token}`, 'content-type': 'application/json' },
+      payload: '{"tag":null}',
+    });
+    assert.equal(patched.statusCode, 200);
+    const aloe = await app.create({ name: 'Aloe' });
+    const gone = await app.app.inject({
+      method: 'DELETE',
+      url: `/plants/${big.id}`,
+      headers: { authorization: `Bearer ${app.token}` },
+    });
+    assert.equal(gone.statusCode, 204);
+
+    const first = await app.call('/events?limit=3');
+    const events = body<Event[]>(first);
+    assert.deepEqual(
+      events.map(({ type, data }) => ({ type, data })),
+      [
+        { type: 'plant.created', data: { id: INT64_MAX, name: 'Fern', tag: 'shade' } },
+        { type: 'plant.updated', data: { id: INT64_MAX, name: 'Fern' } },
+        { type: 'plant.created', data: { id: aloe.id, name: 'Aloe' } },
+      ],
+    );
+    assert.match(first.body, /"id":9223372036854775807,/);
+    assert.ok(events.every((event) => Math.abs(Date.parse(event.at) - Date.now()) < 60_000));
+    const next = nextOf(first.headers.link)!;
+    assert.equal(next, `/events?after=${events[2]!.position}&limit=3`);
+    const second = await app.call(next);
+    const rest = body<Event[]>(second);
+    assert.deepEqual(
+      rest.map(({ type, data }) => ({ type, data })),
+      [{ type: 'plant.deleted', data: { id: INT64_MAX, name: 'Fern' } }],
+    );
+    assert.ok(rest[0]!.position > events[2]!.position);
+    const last = await app.call(nextOf(second.headers.link)!);
+    assert.deepEqual(body(last), []);
+    assert.equal(nextOf(last.headers.link), `/events?after=${rest[0]!.position}&limit=3`);
+  });
+
+  test('a long poll answers as soon as an event comes, or empty at the end of its wait', async (t) => {
+    const app = await feedApp(setup, t);
+    const started = Date.now();
+    const idle = await app.call('/events?wait=1s');
+    assert.deepEqual(body(idle), []);
+    assert.ok(Date.now() - started >= 900, 'waited');
+    assert.equal(nextOf(idle.headers.link), '/events?after=0&limit=100&wait=1s');
+
+    const waiting = app.call('/events?after=0&wait=30s');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const begun = Date.now();
+    await app.create({ name: 'Fern' });
+    const answered = await waiting;
+    t.diagnostic(`the long poll answered ${Date.now() - begun} ms after the create began`);
+    assert.equal(Date.now() - begun < 5_000, true);
+    assert.deepEqual(
+      body<Event[]>(answered).map((event) => event.data.name),
+      ['Fern'],
+    );
+  });
+
+  test('a cursor below the oldest event kept is 410 with the Error body', async (t) => {
+    const app = await feedApp(setup, t);
+    for (const name of ['a', 'b', 'c']) await app.create({ name });
+    const all = body<Event[]>(await app.call('/events'));
+    assert.equal(await app.store.events.prune(new Date(Date.now() + 60_000), 2), 2);
+    const gone = await app.call('/events?after=0');
+    assert.equal(gone.statusCode, 410);
+    assert.equal(body<{ error: bigint }>(gone).error, 41001n);
+    const kept = await app.call(`/events?after=${all[1]!.position}`);
+    assert.deepEqual(
+      body<Event[]>(kept).map((event) => event.data.name),
+      ['c'],
+    );
+    const oldest = await app.call('/events');
+    assert.deepEqual(
+      body<Event[]>(oldest).map((event) => event.data.name),
+      ['c'],
+    );
+    assert.equal(nextOf(oldest.headers.link), `/events?after=${all[2]!.position}&limit=100`);
+    const streamed = await app.call('/events?after=0', { accept: 'text/event-stream' });
+    assert.equal(streamed.statusCode, 410);
+  });
+
+  test('the scope, the query and Last-Event-ID are checked', async (t) => {
+    const app = await feedApp(setup, t);
+    const forbidden = await app.app.inject({
+      method: 'GET',
+      url: '/events',
+      headers: { authorization: `Bearer ${await app.newToken(['plants:read'])}` },
+    });
+    assert.equal(forbidden.statusCode, 403);
+    assert.match(String(forbidden.headers['www-authenticate']), /scope="events:read"/);
+    for (const query of [
+      'after=-1',
+      'after=01',
+      'limit=0',
+      'limit=1001',
+      'wait=0s',
+      'wait=61s',
+      'wait=5',
+    ]) {
+      const res = await app.call(`/events?${query}`);
+      assert.equal(res.statusCode, 400, query);
+      assert.equal(body<{ error: bigint }>(res).error, 40002n, query);
+    }
+    for (const id of ['x', '-1', '007']) {
+      const res = await app.call('/events', { accept: 'text/event-stream', 'last-event-id': id });
+      assert.equal(res.statusCode, 400, id);
+      assert.equal(body<{ error: bigint }>(res).error, 40012n, id);
+    }
+  });
+
+  test('the stream: events as they happen, id, event and data; resume with Last-Event-ID', async (t) => {
+    const app = await feedApp(setup, t, { events: { heartbeatMs: 300 } });
+    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+    const fern = await app.create({ id: INT64_MAX, name: 'Fern' });
+    const stream = await readEvents(t, `${base}/events`, app.token);
+    assert.equal(stream.response.status, 200);
+    assert.match(stream.response.headers.get('content-type')!, /^text\/event-stream/);
+    const [created] = await stream.take(1);
+    assert.equal(created!.event, 'plant.created');
+    assert.equal(created!.data, `{"id":${fern.id},"name":"Fern"}`);
+
+    const begun = Date.now();
+    await app.create({ name: 'Aloe', tag: 'sun' });
+    const [live] = await stream.take(1);
+    t.diagnostic(`a create reached the stream ${Date.now() - begun} ms after it began`);
+    assert.equal(live!.event, 'plant.created');
+    assert.match(live!.data, /^\{"id":\d+,"name":"Aloe","tag":"sun"\}$/);
+    assert.ok(BigInt(live!.id) > BigInt(created!.id));
+    await stream.heartbeat();
+
+    const resumed = await readEvents(t, `${base}/events`, app.token, {
+      'last-event-id': created!.id,
+    });
+    assert.deepEqual(await resumed.take(1), [live]);
+    const after = await readEvents(t, `${base}/events?after=${live!.id}`, app.token);
+    await app.create({ name: 'Third' });
+    assert.match((await after.take(1))[0]!.data, /"name":"Third"/);
+  });
+
+  test('past --max-event-streams, 503 with Retry-After; closing the app ends the streams', async (t) => {
+    const app = await feedApp(setup, t, { events: { maxStreams: 2 } });
+    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+    const streams = [
+      await readEvents(t, `${base}/events`, app.token),
+      await readEvents(t, `${base}/events`, app.token),
+    ];
+    const refused = await app.call('/events', { accept: 'text/event-stream' });
+    assert.equal(refused.statusCode, 503);
+    assert.equal(body<{ error: bigint }>(refused).error, 50302n);
+    assert.equal(refused.headers['retry-after'], '5');
+    const poll = await app.call('/events?wait=5s');
+    assert.equal(poll.statusCode, 503, 'a long poll counts too');
+
+    await app.app.close();
+    for (const stream of streams) assert.equal(await stream.ended, 'ended');
+  });
+});
