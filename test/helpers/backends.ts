@@ -1,3 +1,5 @@
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
@@ -55,6 +57,25 @@ export interface Backend {
   fresh(t: TestContext): Promise<TestDatabase>;
 }
 
+let template: Promise<string> | undefined;
+
+/**
+ * A SQLite database migrated to the newest version, made once per test process: a store
+ * opened on a file that does not exist yet starts from a copy of it, instead of running
+ * every migration again (and an fsync for each) for every test. The migrations themselves
+ * are tested from an empty file in store-sqlite.test.ts.
+ */
+function migratedTemplate(): Promise<string> {
+  template ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'plantstore-template-'));
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'migrated.db');
+    await openSqliteStore({ file }).close();
+    return file;
+  })();
+  return template;
+}
+
 /** The SQLite database in `file`. */
 export function sqliteDatabase(t: TestContext, file: string): TestDatabase {
   const query = async <R>(sql: string, params: unknown[] = []): Promise<R[]> => {
@@ -73,6 +94,7 @@ export function sqliteDatabase(t: TestContext, file: string): TestDatabase {
     file,
     args: ['--db', file],
     async open(options = {}) {
+      if (!existsSync(file)) copyFileSync(await migratedTemplate(), file);
       const store = openSqliteStore({ file, durability: options.durability });
       t.after(() => store.close());
       return store;
