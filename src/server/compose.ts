@@ -11,7 +11,6 @@ import type { DestinationCheck } from '../core/webhooks/delivery.js';
 import { destinationCheck, systemResolve } from '../outbound/destination.js';
 import { WebhookService } from '../service/webhook-service.js';
 import { EventFeed, type EventFeedOptions } from '../service/event-feed.js';
-import { EventSequencer } from '../service/event-sequencer.js';
 
 export interface ComposeOptions extends Omit<AppOptions, keyof AppServices> {
   store: Store;
@@ -60,9 +59,6 @@ export function composeApp({
   // revocations lapse and idempotency keys age, as well as rate-limit windows end.
   const { now } = options;
   const clock = now && { now: () => new Date(now()) };
-  // Numbers the events this process's writes queue (PostgreSQL), from the app's start to
-  // after its last request: one last run numbers what those wrote.
-  const sequencer = new EventSequencer(store.events, { log });
   const app = buildApp({
     ...options,
     plants: new PlantService(store.plants, store.idempotency, { ...clock, log }),
@@ -74,17 +70,12 @@ export function composeApp({
     }),
     events: new EventFeed(store.events, {
       ...eventOptions,
-      settle: () => sequencer.wake(),
+      ...(store.events.settle && { settle: store.events.settle.bind(store.events) }),
       log,
     }),
     rateLimitCounts: counts,
     ready: () => store.ping(),
   });
-  app.addHook('onReady', (done) => {
-    sequencer.start();
-    done();
-  });
-  app.addHook('onClose', async () => sequencer.stop());
   if (counts.tokens !== undefined || counts.addresses !== undefined) {
     const sync = new RateLimitSync(counts, store.rateLimits, log, now);
     app.addHook('onReady', (done) => {

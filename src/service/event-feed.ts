@@ -15,9 +15,9 @@ export interface EventFeedOptions {
   /** A heartbeat on an idle stream this often (tests shorten it). */
   heartbeatMs?: number;
   /**
-   * Makes every event committed so far readable, before a page is read (the sequencer's
-   * wake-up, where the store numbers events after their commit): a write answered before a
-   * page is asked for is on it.
+   * Makes every event committed so far readable, before a page is read (EventLog.settle,
+   * where the store needs a look for that): a write answered before a page is asked for is
+   * on it.
    */
   settle?: () => Promise<void>;
   log?: Log;
@@ -168,6 +168,7 @@ export class EventFeed {
   /** Learns where the log stands and starts listening, on first use. */
   private start(): Promise<void> {
     this.started ??= (async () => {
+      await this.settle();
       this.head = this.floor = await this.events.head();
       if (this.closed) return;
       this.unsubscribe = this.events.onAppended(() => void this.refresh());
@@ -205,6 +206,7 @@ export class EventFeed {
   }
 
   private async readNewer(): Promise<void> {
+    await this.settle();
     for (;;) {
       const { events, horizon } = await this.events.read(this.head, EVENT_LIMITS.pageMax);
       if (horizon > this.head) {

@@ -15,42 +15,39 @@ export interface EventPage {
 }
 
 /**
- * The log of plant events. Every plant write records its event in its own transaction (see
- * PlantStore); the log numbers them so that every reader sees the same order and a reader
- * that has seen position p never later finds a new event below p (see the migrations
- * *_plant_events.sql for how, on each database).
+ * The log of plant events: the audit trail, read as the changes feed (every plant write
+ * records its audit entry in its own transaction, see PlantStore). Positions are the
+ * entries' `seq`, read so that every reader sees the same order and a reader that has seen
+ * position p never later finds a new event below p (see the migrations *_changes_feed.sql
+ * for how, on each database).
  */
 export interface EventLog {
   /**
    * Up to `limit` events above `after`, oldest first; with `after` undefined, above the
-   * horizon (the oldest kept).
+   * horizon (the oldest kept). PostgreSQL: up to the watermark as `settle` left it.
    */
   read(after: bigint | undefined, limit: number): Promise<EventPage>;
-  /** The highest position numbered so far, or the horizon if higher (0 for an empty log). */
+  /** The highest position readable now, or the horizon if higher (0 for an empty log). */
   head(): Promise<bigint>;
   /**
-   * Deletes up to `batch` of the oldest events written before `before`, the oldest first and
-   * none above one it keeps, and moves the horizon up to the highest it deleted; answers how
-   * many it deleted (fewer than `batch`: none older is left).
+   * Moves the horizon over up to `batch` of the oldest events written before `before`, the
+   * oldest first and none above one it keeps (a prefix; the audit entries stay, for the audit
+   * trail's own retention); answers how many it passed (fewer than `batch`: none older is left).
    */
   prune(before: Date, batch: number): Promise<number>;
   /**
-   * Numbers the events that committed since the last run and makes them readable, where the
-   * database needs that done after the commit (PostgreSQL: see 0011_plant_events.sql); at
-   * most `batch` at a time. Answers how many it numbered. Absent where a write's event is
-   * numbered as it commits (SQLite).
+   * Resolves once every event committed before the call is readable, where that takes a
+   * look at the database (PostgreSQL: the watermark, see 0011_changes_feed.sql); calls during
+   * a look share the next one. Absent where a write's event is readable once it commits
+   * (SQLite).
    */
-  sequence?(batch: number): Promise<number>;
+  settle?(): Promise<void>;
   /**
-   * Calls `listener` when events may have been appended: by this process (after its commit,
-   * or its sequencer's), or by another process on the database (PostgreSQL: NOTIFY; SQLite:
-   * PRAGMA data_version, looked at every 50 ms while a listener is registered). Answers the
-   * function that stops it. A hint only: readers read the log to know.
+   * Calls `listener` when events may have been appended: by this process (after its commit),
+   * or by another process on the database (PostgreSQL: NOTIFY, sent by the writing process
+   * after its commits, at most every 20 ms; SQLite: PRAGMA data_version, looked at every 50 ms
+   * while a listener is registered). Answers the function that stops it. A hint only: readers
+   * read the log (after `settle`) to know.
    */
   onAppended(listener: () => void): () => void;
-  /**
-   * Calls `listener` after each commit in this process that recorded an event and left it
-   * for `sequence` (PostgreSQL); answers the function that stops it.
-   */
-  onUnsequenced?(listener: () => void): () => void;
 }

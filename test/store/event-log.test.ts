@@ -4,10 +4,10 @@ import type { ChangeEvent } from '../../src/core/change-events.js';
 import { PlantExistsError, type Store } from '../../src/store/store.js';
 import { type Backend, forEachBackend } from '../helpers/backends.js';
 
-// The log of the changes feed at the store: every plant write records one event in its own
-// transaction, numbered in one order that every reader sees the same way (issue 26). On
-// PostgreSQL a write's event is numbered by the sequencer after its commit (the migration
-// 0011_plant_events.sql); `settle` runs it, as the feed does after every write.
+// The log of the changes feed at the store: every plant write's audit entry, read as one
+// event, in one order that every reader sees the same way (issue 26). On PostgreSQL readers
+// read up to a watermark below which every entry is final (the migration
+// 0011_changes_feed.sql); `settle` moves it, as the feed does before it reads.
 
 interface LogDatabase {
   store: Store;
@@ -23,9 +23,9 @@ async function logDatabase(t: TestContext, backend: Backend): Promise<LogDatabas
   return { store: await another(), another, rows: db.query };
 }
 
-/** Numbers what the writes queued (PostgreSQL); nothing to do on SQLite. */
+/** Makes what committed readable (PostgreSQL's watermark); nothing to do on SQLite. */
 async function settle(store: Store): Promise<void> {
-  while ((await store.events.sequence?.(1000)) === 1000);
+  await store.events.settle?.();
 }
 
 async function readAll(store: Store, after?: bigint): Promise<ChangeEvent[]> {
@@ -93,7 +93,7 @@ forEachBackend((backend) => {
       assert.deepEqual((await store.events.read(positions.at(-1), 10)).events, []);
     });
 
-    it('prunes a prefix of the events older than the retention, and moves the horizon', async (t) => {
+    it('passes a prefix of the events older than the retention, and moves the horizon', async (t) => {
       const db = await logDatabase(t, backend);
       const { store } = db;
       for (let i = 0; i < 5; i++) await store.plants.insert({ name: `p${i}` });
@@ -102,8 +102,8 @@ forEachBackend((backend) => {
       assert.equal(events.length, 5);
       const at = (i: number) =>
         backend.dialect === 'sqlite'
-          ? `UPDATE plant_events SET at = ${Date.parse('2020-01-0' + (i + 1))} WHERE position = ${events[i]!.position}`
-          : `UPDATE plant_events SET at = '2020-01-0${i + 1}' WHERE position = ${events[i]!.position}`;
+          ? `UPDATE audit_log SET at = ${Date.parse('2020-01-0' + (i + 1))} WHERE seq = ${events[i]!.position}`
+          : `UPDATE audit_log SET at = '2020-01-0${i + 1}' WHERE seq = ${events[i]!.position}`;
       // Old: the first two and the fourth. The fourth is kept: the third above it is young.
       for (const i of [0, 1, 3]) await db.rows(at(i));
       const cutoff = new Date('2021-01-01');
@@ -120,13 +120,42 @@ forEachBackend((backend) => {
       assert.deepEqual((await store.events.read(events[0]!.position, 10)).horizon, page.horizon);
       assert.equal(await store.events.head(), events[4]!.position);
 
-      // Every event pruned: the head stays, and new events are numbered above it.
+      // The audit trail keeps them all, for its own retention.
+      const [audit] = await db.rows<{ n: number | bigint }>('SELECT count(*) AS n FROM audit_log');
+      assert.equal(Number(audit!.n), 5);
+
+      // Every event passed: the head stays, and new events come above it.
       assert.equal(await store.events.prune(new Date('2100-01-01'), 10), 3);
       assert.equal(await store.events.head(), events[4]!.position);
       await store.plants.insert({ name: 'after' });
       await settle(store);
       const [next] = (await store.events.read(undefined, 10)).events;
       assert.ok(next!.position > events[4]!.position);
+    });
+
+    it('a prune of the audit trail moves the horizon up to the highest entry it deleted', async (t) => {
+      const db = await logDatabase(t, backend);
+      const { store } = db;
+      for (let i = 0; i < 4; i++) await store.plants.insert({ name: `p${i}` });
+      await settle(store);
+      const events = await readAll(store);
+      // Deleted by time, not by seq: the second entry is the oldest.
+      const at = (i: number, day: string) =>
+        backend.dialect === 'sqlite'
+          ? `UPDATE audit_log SET at = ${Date.parse(day)} WHERE seq = ${events[i]!.position}`
+          : `UPDATE audit_log SET at = '${day}' WHERE seq = ${events[i]!.position}`;
+      await db.rows(at(1, '2020-01-01'));
+      await db.rows(at(0, '2020-01-02'));
+      assert.equal(await store.audit.prune(new Date('2020-01-01T12:00:00Z'), 10), 1);
+      const page = await store.events.read(undefined, 10);
+      assert.equal(page.horizon, events[1]!.position);
+      assert.deepEqual(
+        page.events.map((event) => event.position),
+        events.slice(2).map((event) => event.position),
+        'the first, below the horizon, is not served either',
+      );
+      assert.equal(await store.audit.prune(new Date('2020-01-03'), 10), 1);
+      assert.equal((await store.events.read(undefined, 10)).horizon, events[1]!.position);
     });
 
     it('tells its listeners of events appended here and by another process', async (t) => {
@@ -138,9 +167,9 @@ forEachBackend((backend) => {
       await here;
       const there = nextCall((listener) => db.store.events.onAppended(listener));
       await other.plants.insert({ name: 'there' });
-      await settle(other);
       const ms = await there;
       t.diagnostic(`heard of another process's event after ${ms} ms`);
+      await settle(db.store);
       assert.equal((await readAll(db.store)).length, 2);
     });
 
@@ -150,11 +179,10 @@ forEachBackend((backend) => {
       const writers = 8;
       const perWriter = 40;
       let writing = true;
-      // Sequencers of both stores run all the time, as every serve process's does.
+      // Both stores move their watermarks all the time, as the feed of every process does.
       const sequencers = stores.map(async (store) => {
-        while (writing) {
-          if ((await store.events.sequence?.(50)) === undefined) return;
-        }
+        if (store.events.settle === undefined) return;
+        while (writing) await store.events.settle();
       });
       const written = Promise.all(
         Array.from({ length: writers }, async (_, w) => {

@@ -385,11 +385,6 @@ export async function fill(client: pg.Client, { analyze = true } = {}): Promise<
       SELECT 'plant.created', '{}', now() - i * interval '1 second',
         (SELECT max(id) FROM webhook_endpoints)
       FROM generate_series(1, ${n}) i;
-    INSERT INTO plant_event_queue (type, at, data)
-      SELECT 'plant.created', now(), '{}' FROM generate_series(1, ${n}) i;
-    INSERT INTO plant_events (position, type, at, data)
-      SELECT nextval('plant_event_positions'), 'plant.created', now() - (${n} - i) * interval '1 second', '{}'
-      FROM generate_series(1, ${n}) i;
     INSERT INTO rate_limits (policy, subject, window_start, window_end, count)
       SELECT 'token', (i % 5000)::text, (i / 5000) * 60, (i / 5000) * 60 + 60, 1
       FROM generate_series(1, ${n}) i ON CONFLICT DO NOTHING;

@@ -39,8 +39,6 @@ const GROWING = new Set([
   'rate_limits',
   'plant_ids_taken',
   'plant_id_runs',
-  'plant_events',
-  'plant_event_queue',
 ]);
 
 /** Tables that stay small whatever the traffic: scanning them is fine. Every table is one or the other. */
@@ -49,7 +47,7 @@ const SMALL = new Map([
   ['webhook_endpoints', 'configured by an operator, a handful'],
   ['plant_id_counter', 'one row'],
   ['schema_migrations', 'one row per migration'],
-  ['plant_event_horizon', 'one row'],
+  ['event_horizon', 'one row'],
 ]);
 
 /** Scans of growing tables that are meant, by statement (SQLite: its SQL text; PostgreSQL: its name). */
@@ -68,14 +66,6 @@ const SQLITE_ALLOWED: Allowance[] = [
     reason:
       'the fan-out takes the oldest events: walks webhook_events in id order and stops after ' +
       'LIMIT rows (at most 1,000, fewer the more endpoints are enabled)',
-  },
-  {
-    statement: 'SELECT position, at FROM plant_events ORDER BY position LIMIT ?',
-    table: 'plant_events',
-    kind: 'SCAN plant_events',
-    reason:
-      'the prune of the changes feed takes the oldest events: walks plant_events in position ' +
-      'order and stops after LIMIT rows (PRUNE_BATCH)',
   },
   {
     statement: "SELECT count(*) FROM webhook_messages WHERE status = 'pending'",
@@ -110,23 +100,6 @@ const POSTGRES_ALLOWED: Allowance[] = [
       'the fan-out takes the oldest events not locked by another fan-out: walks ' +
       'webhook_events_pkey in order and stops after LIMIT rows (at most 1,000, fewer the more ' +
       'endpoints are enabled)',
-  },
-  {
-    statement: 'events.sequence',
-    table: 'plant_event_queue',
-    kind: 'Index Only Scan of all of plant_event_queue_pkey',
-    reason:
-      'the sequencer takes the oldest events the writes queued: walks plant_event_queue_pkey ' +
-      'in order and stops after LIMIT rows (at most 1,000); the queue holds only what was ' +
-      'written since the last run',
-  },
-  {
-    statement: 'events.prune',
-    table: 'plant_events',
-    kind: 'Index Scan of all of plant_events_pkey',
-    reason:
-      'the prune of the changes feed takes the oldest events: walks plant_events_pkey in ' +
-      'order and stops after LIMIT rows (PRUNE_BATCH)',
   },
   {
     statement: 'webhooks.pending',

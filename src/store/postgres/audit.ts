@@ -20,17 +20,25 @@ export function postgresAudit(query: Query): AuditStore {
       return rows.map((row) => toAuditEntry(row, row.at));
     },
     async prune(before: Date, batch: number) {
-      const { rowCount } = await query(
+      const { rows } = await query<{ deleted: bigint }>(
         'audit.prune',
         // = ANY(ARRAY(...)), not IN (...): with IN the planner joins the batch to a scan of
         // the whole trail. Planned each time: prepared, it would keep the plan made for the
-        // trail its first rounds saw, small enough to read whole (see query.ts).
-        `DELETE FROM audit_log WHERE seq = ANY(ARRAY(
-           SELECT seq FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2))`,
+        // trail its first rounds saw, small enough to read whole (see query.ts). The changes
+        // feed reads the trail: what is deleted is gone from the feed too, so the feed's
+        // horizon moves up to the highest seq deleted (see 0011_changes_feed.sql).
+        `WITH gone AS (
+           DELETE FROM audit_log WHERE seq = ANY(ARRAY(
+             SELECT seq FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2))
+           RETURNING seq),
+         moved AS (
+           UPDATE event_horizon SET position = greatest(position, (SELECT max(seq) FROM gone))
+           WHERE EXISTS (SELECT 1 FROM gone))
+         SELECT count(*) AS deleted FROM gone`,
         [before, batch],
         { planEachTime: true },
       );
-      return rowCount ?? 0;
+      return Number(rows[0]?.deleted ?? 0);
     },
   };
 }

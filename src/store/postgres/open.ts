@@ -82,9 +82,9 @@ export async function openPostgresStore(
   const messages = new MessageSignal(log);
   // Other processes' messages (NOTIFY in their commits), heard on a LISTEN connection.
   const remote = new MessageSignal(log);
-  // The changes feed: this process's writes queue events for its sequencer (`queued`); the
-  // events any process's sequencer numbered (`appended`: its own directly, others' by NOTIFY).
-  const queued = new MessageSignal(log);
+  // The changes feed: this process's plant writes (after their commit), and any process's
+  // NOTIFY after its own.
+  const written = new MessageSignal(log);
   const appended = new MessageSignal(log);
   const config = connectionConfig(url, durability);
   const notifications = new WebhookNotifications(
@@ -97,7 +97,7 @@ export async function openPostgresStore(
     plants: postgresPlants(
       query,
       () => events.fire(),
-      () => queued.fire(),
+      () => written.fire(),
     ),
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
@@ -105,7 +105,7 @@ export async function openPostgresStore(
     webhooks: postgresWebhooks(query, () => messages.fire()),
     webhookEvents: postgresWebhookEvents(query, events, messages),
     webhookQueue: postgresWebhookQueue(query, messages),
-    events: postgresEventLog(query, queued, appended, () => notifications.start()),
+    events: postgresEventLog(query, written, appended, () => notifications.start(), log),
     onRemoteMessages(listener) {
       notifications.start();
       return remote.on(listener);

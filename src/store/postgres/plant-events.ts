@@ -1,134 +1,190 @@
-// The log of plant events on PostgreSQL (GET /events): the writes queue their events in their
-// own statements (queueCte), and a sequencer numbers the committed ones afterwards, one run at
-// a time, so that every reader sees positions in one order with no gap filled later. Why it
-// is built this way: the migration 0011_plant_events.sql.
-import type { ChangeEvent } from '../../core/change-events.js';
-import type { WebhookEvent } from '../../core/webhooks/events.js';
+// The changes feed on PostgreSQL (GET /events): the audit trail read as a log of events, up
+// to a watermark below which every seq is final, so that no reader passes an entry still
+// committing (the argument: the migration 0011_changes_feed.sql). The writes pay nothing for
+// it; after its commits a writing process NOTIFYs, at most every 20 ms, so that the streams of
+// every process look again.
+import type { Log } from '../../core/log.js';
 import type { EventLog } from '../event-log.js';
+import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
 import type { MessageSignal } from '../webhook-rows.js';
 import type { Query } from './query.js';
-import { plantJson, postgresTime } from './webhooks.js';
+import { postgresTime } from './webhooks.js';
 
-/** The channel a sequencer run NOTIFYs on when it numbered events: streams everywhere wake. */
+/** The channel a writing process NOTIFYs on after its commits: streams everywhere look again. */
 export const EVENTS_CHANNEL = 'plantstore_events';
 
-/** The advisory lock sequencer runs take in turn: 'plantevt' in ASCII. */
-const SEQUENCER_LOCK = '8100956956759783028';
+/** A writing process NOTIFYs at most this often (one NOTIFY for every write in between). */
+export const NOTIFY_EVERY_MS = 20;
 
-/**
- * The event of a plant write, as a CTE of the write's own statement: the plant from the CTE
- * `source` as its data, queued for the sequencer. One row, no lock, no NOTIFY.
- */
-export const queueCte = (event: WebhookEvent, source: string, at: string): string =>
-  `queued AS (
-    INSERT INTO plant_event_queue (type, at, data)
-    SELECT '${event}', ${at}, ${plantJson('s')} FROM ${source} s)`;
+/** How long a look at the watermark waits between two looks at the writes it waits for. */
+const LOCK_POLL_MS = [1, 2, 5, 10, 20];
 
-// One run of the sequencer. `locked` takes the lock before `batch` reads the queue (a one-time
-// filter, evaluated before the scan), so every nextval of this run follows the commit of the
-// run before; `moved` skips the rows that run moved already (deleted since this statement's
-// snapshot), and takes the others out of the queue by their keys. NOTIFY only when it
-// numbered any.
-const SEQUENCE = `WITH locked AS MATERIALIZED (
-    SELECT true AS held FROM (SELECT pg_advisory_xact_lock(${SEQUENCER_LOCK})) l),
-  batch AS MATERIALIZED (
-    SELECT id FROM plant_event_queue WHERE (SELECT held FROM locked) ORDER BY id LIMIT $1),
-  moved AS (
-    DELETE FROM plant_event_queue WHERE id = ANY(ARRAY(SELECT id FROM batch))
-    RETURNING id, type, at, data),
-  logged AS (
-    INSERT INTO plant_events (position, type, at, data)
-    SELECT nextval('plant_event_positions'), type, at, data FROM moved ORDER BY id
-    RETURNING 1),
-  notified AS (
-    SELECT pg_notify('${EVENTS_CHANNEL}', '') FROM (SELECT 1 FROM logged LIMIT 1) l)
-  SELECT (SELECT count(*) FROM logged) AS sequenced, (SELECT count(*) FROM notified) AS notified`;
+// The last seq handed out, then (the correlated ARRAY runs for the row `drawn` gives, so after
+// it) the writes holding the lock every write of audit_log takes before it draws one.
+const LOOK = `WITH drawn AS MATERIALIZED (
+    SELECT coalesce(pg_sequence_last_value(
+      pg_get_serial_sequence('audit_log', 'seq')::regclass), 0) AS last)
+  SELECT d.last, ARRAY(
+    SELECT l.virtualtransaction FROM pg_locks l
+    WHERE l.locktype = 'relation' AND l.relation = 'audit_log'::regclass
+      AND l.mode = 'RowExclusiveLock' AND l.granted AND d.last IS NOT NULL) AS writers
+  FROM drawn d`;
 
-// A page and the horizon, in one snapshot: a prune commits its deletes and its horizon
-// together, so a page never lacks an event without the horizon saying so.
-const READ = `SELECT h.pruned_through AS horizon, e.position, e.type, e.at, e.data
-  FROM plant_event_horizon h LEFT JOIN LATERAL (
-    SELECT position, type, at, data FROM plant_events
-    WHERE position > coalesce($1::bigint, h.pruned_through) ORDER BY position LIMIT $2) e ON true`;
+// How many of those writes still hold it: none, and every seq up to `last` is final.
+const STILL_WRITING = `SELECT count(*) AS n FROM pg_locks
+  WHERE locktype = 'relation' AND relation = 'audit_log'::regclass
+    AND mode = 'RowExclusiveLock' AND granted AND virtualtransaction = ANY($1::text[])`;
 
-const HEAD = `SELECT greatest(
-    (SELECT max(position) FROM plant_events), (SELECT pruned_through FROM plant_event_horizon))
-  AS head`;
+// A page and the horizon in one snapshot: a prune of the trail deletes its entries and moves
+// the horizon together, so a page never lacks an event without the horizon saying so.
+const READ = `SELECT h.position AS horizon, ${EVENT_COLUMNS.split(', ')
+  .map((column) => `a.${column}`)
+  .join(', ')}
+  FROM event_horizon h LEFT JOIN LATERAL (
+    SELECT ${EVENT_COLUMNS} FROM audit_log
+    WHERE seq > coalesce($1::bigint, h.position) AND seq <= $3 ORDER BY seq LIMIT $2) a ON true`;
 
-// The oldest events, a prefix in position order up to the first one young enough to keep;
-// then the horizon up to the highest deleted. By their keys (= ANY(ARRAY(...))), which only
-// the primary key answers.
+const HORIZON = 'SELECT position FROM event_horizon';
+
+// The oldest entries above the horizon and up to the watermark, up to the first one young
+// enough to keep: the horizon moves over them (a prefix), and they stay in the trail.
 const PRUNE = `WITH oldest AS MATERIALIZED (
-    SELECT position, at FROM plant_events ORDER BY position LIMIT $2),
-  kept AS (SELECT min(position) AS position FROM oldest WHERE at >= $1),
-  gone AS (
-    DELETE FROM plant_events WHERE position = ANY(ARRAY(
-      SELECT position FROM oldest
-      WHERE position < coalesce((SELECT position FROM kept), 9223372036854775807)))
-    RETURNING position),
+    SELECT seq, at FROM audit_log
+    WHERE seq > (SELECT position FROM event_horizon) AND seq <= $3 ORDER BY seq LIMIT $2),
+  passed AS (
+    SELECT max(seq) AS seq, count(*) AS n FROM oldest
+    WHERE seq < coalesce((SELECT min(seq) FROM oldest WHERE at >= $1), 9223372036854775807)),
   moved AS (
-    UPDATE plant_event_horizon
-    SET pruned_through = greatest(pruned_through, (SELECT max(position) FROM gone))
-    WHERE EXISTS (SELECT 1 FROM gone))
-  SELECT count(*) AS deleted FROM gone`;
+    UPDATE event_horizon SET position = greatest(position, (SELECT seq FROM passed))
+    WHERE (SELECT n FROM passed) > 0)
+  SELECT n FROM passed`;
 
-interface EventRow {
+interface ReadRow extends Omit<EventRow, 'seq'> {
   horizon: bigint;
-  position: bigint | null;
-  type: WebhookEvent;
-  at: unknown;
-  data: string;
+  seq: bigint | null;
 }
 
 /**
- * The log on PostgreSQL. `queued` is fired by this process's plant writes (each queues an
- * event), `appended` by its sequencer runs that numbered events and by the NOTIFY of any
- * process's (`listen` starts the LISTEN connection on first use).
+ * The log on PostgreSQL. `written` is fired by this process's plant writes after their
+ * commit; `remote` by the NOTIFY of any process's (`listen` starts the LISTEN connection on
+ * first use).
  */
 export function postgresEventLog(
   query: Query,
-  queued: MessageSignal,
-  appended: MessageSignal,
+  written: MessageSignal,
+  remote: MessageSignal,
   listen: () => void,
+  log: Log,
 ): EventLog {
+  const watermark = new Watermark(query);
+  const notifier = new Notifier(query, log);
+  written.on(() => notifier.written());
   return {
     async read(after, limit) {
-      const { rows } = await query<EventRow>('events.read', READ, [
+      const { rows } = await query<ReadRow>('events.read', READ, [
         after === undefined ? null : after.toString(),
         limit,
+        watermark.value.toString(),
       ]);
-      const events: ChangeEvent[] = [];
-      for (const row of rows) {
-        if (row.position === null) continue;
-        events.push({
-          position: row.position,
-          type: row.type,
-          at: postgresTime(row.at),
-          data: row.data,
-        });
-      }
+      const events = rows.flatMap((row) =>
+        row.seq === null ? [] : [toChangeEvent(row as EventRow, postgresTime)],
+      );
       // In order as read; sorted all the same, as a join's output order is not promised.
       events.sort((a, b) => (a.position < b.position ? -1 : 1));
       return { events, horizon: rows[0]!.horizon };
     },
     async head() {
-      const { rows } = await query<{ head: bigint | null }>('events.head', HEAD, []);
-      return rows[0]?.head ?? 0n;
+      const { rows } = await query<{ position: bigint }>('events.horizon', HORIZON, []);
+      const horizon = rows[0]!.position;
+      return watermark.value > horizon ? watermark.value : horizon;
     },
     async prune(before, batch) {
-      const { rows } = await query<{ deleted: bigint }>('events.prune', PRUNE, [before, batch]);
-      return Number(rows[0]?.deleted ?? 0);
+      const { rows } = await query<{ n: bigint | null }>('events.prune', PRUNE, [
+        before,
+        batch,
+        watermark.value.toString(),
+      ]);
+      return Number(rows[0]?.n ?? 0);
     },
-    async sequence(batch) {
-      const { rows } = await query<{ sequenced: bigint }>('events.sequence', SEQUENCE, [batch]);
-      const sequenced = Number(rows[0]?.sequenced ?? 0);
-      if (sequenced > 0) appended.fire();
-      return sequenced;
-    },
+    settle: () => watermark.advance(),
     onAppended(listener) {
       listen();
-      return appended.on(listener);
+      const off = [written.on(listener), remote.on(listener)];
+      return () => off.forEach((stop) => stop());
     },
-    onUnsequenced: (listener) => queued.on(listener),
   };
 }
+
+/**
+ * The highest seq below which every seq is final, as this process last found it. One look at
+ * a time; the calls during a look share the next one, which starts after it (so a call's look
+ * starts after the call).
+ */
+class Watermark {
+  value = 0n;
+  private running: Promise<void> | undefined;
+  private next: Promise<void> | undefined;
+
+  constructor(private readonly query: Query) {}
+
+  advance(): Promise<void> {
+    if (this.running === undefined) return this.run();
+    this.next ??= this.running.then(() => {
+      this.next = undefined;
+      return this.run();
+    });
+    return this.next;
+  }
+
+  private run(): Promise<void> {
+    const running = this.look().finally(() => {
+      if (this.running === running) this.running = undefined;
+    });
+    this.running = running;
+    return running;
+  }
+
+  private async look(): Promise<void> {
+    const { rows } = await this.query<{ last: bigint; writers: string[] }>('events.look', LOOK, []);
+    const { last, writers } = rows[0]!;
+    for (let i = 0; writers.length > 0; i++) {
+      const { rows: still } = await this.query<{ n: bigint }>(
+        'events.stillWriting',
+        STILL_WRITING,
+        [writers],
+      );
+      if (still[0]!.n === 0n) break;
+      await sleep(LOCK_POLL_MS[Math.min(i, LOCK_POLL_MS.length - 1)]!);
+    }
+    if (last > this.value) this.value = last;
+  }
+}
+
+/** NOTIFYs once after a burst of commits: at most every NOTIFY_EVERY_MS. */
+class Notifier {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly query: Query,
+    private readonly log: Log,
+  ) {}
+
+  written(): void {
+    if (this.timer !== undefined) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.query('events.notify', `SELECT pg_notify('${EVENTS_CHANNEL}', '')`, []).catch(
+        (error: unknown) => {
+          // The streams of other processes find the events at their next look (every second).
+          this.log.warn({ err: error }, 'telling other processes of new events failed');
+        },
+      );
+    }, NOTIFY_EVERY_MS);
+    this.timer.unref();
+  }
+}
+
+const sleep = (ms: number) =>
+  new Promise<void>((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });

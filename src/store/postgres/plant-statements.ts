@@ -1,8 +1,6 @@
 // The SQL of plantstore's plant writes and reads on PostgreSQL (src/store/postgres/plants.ts
 // runs them): each write is one statement, its audit entry, the settling of its
-// Idempotency-Key, its webhook event and its event for the changes feed in CTEs beside the
-// change.
-import { queueCte } from './plant-events.js';
+// Idempotency-Key and its webhook event in CTEs beside the change.
 import { EVENTS_RECORDED, outboxCtes } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
@@ -30,8 +28,7 @@ const afterCreate = (drawn: string) => `audited AS (
     UPDATE idempotency_keys k SET status = 201, plant_id = c.id, plant_name = c.name,
       plant_tag = c.tag, plant_version = c.version
     FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL),
-  ${outboxCtes('plant.created', 'created', '$3::timestamptz')},
-  ${queueCte('plant.created', 'created', '$3::timestamptz')}
+  ${outboxCtes('plant.created', 'created', '$3::timestamptz')}
   SELECT c.id, c.name, c.tag, c.version, a.ok AS allowed, ${EVENTS_RECORDED}, ${drawn} AS drawn
   FROM allowed a LEFT JOIN created c ON true`;
 
@@ -123,8 +120,7 @@ export const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
     ${AUDIT_INSERT}
     SELECT $5::timestamptz, 'update', id, $6::bigint, $7::text, old_name, old_tag, name, tag
     FROM changed),
-  ${outboxCtes('plant.updated', 'changed', '$5::timestamptz')},
-  ${queueCte('plant.updated', 'changed', '$5::timestamptz')}
+  ${outboxCtes('plant.updated', 'changed', '$5::timestamptz')}
   SELECT old.id AS old_id, c.id, c.name, c.tag, c.version, ${EVENTS_RECORDED}
   FROM old LEFT JOIN changed c ON true`;
 
@@ -132,8 +128,7 @@ const deleteTail = `audited AS (
     ${AUDIT_INSERT}
     SELECT $2::timestamptz, 'delete', id, $3::bigint, $4::text, name, tag, NULL, NULL
     FROM gone),
-  ${outboxCtes('plant.deleted', 'gone', '$2::timestamptz')},
-  ${queueCte('plant.deleted', 'gone', '$2::timestamptz')}`;
+  ${outboxCtes('plant.deleted', 'gone', '$2::timestamptz')}`;
 
 // No lock of its own: DELETE ... RETURNING locks the row and answers what it was, the
 // audit's "before" (one tuple lock, and its WAL record, fewer than locking it first).

@@ -57,14 +57,14 @@ function created(row: CreateRow, refusal: () => Error): StoredPlant {
 }
 
 /**
- * Plant writes, each with its webhook event and its event for the changes feed in the same
- * statement; `wake` is called once a write that recorded a webhook event has committed,
- * `queued` once any write has (its feed event waits for the sequencer, plant-events.ts).
+ * Plant writes, each with its audit entry (the changes feed's event) and its webhook event in
+ * the same statement; `wake` is called once a write that recorded a webhook event has
+ * committed, `written` once any write that changed a plant has.
  */
 export function postgresPlants(
   plainQuery: Query,
   wake: () => void,
-  queued: () => void,
+  written: () => void,
 ): PlantStore {
   const query: Query = async <R extends pg.QueryResultRow>(
     name: string,
@@ -80,7 +80,7 @@ export function postgresPlants(
   return {
     async insert(plant, options) {
       const created = await insert(query, plant, options);
-      queued();
+      written();
       return created;
     },
     async get(id: bigint) {
@@ -94,12 +94,12 @@ export function postgresPlants(
     list: (plantQuery) => list(query, plantQuery),
     async update(id, change, options) {
       const updated = await update(query, id, change, options);
-      if (updated !== undefined) queued();
+      if (updated !== undefined) written();
       return updated;
     },
     async delete(id, options) {
       const deleted = await remove(query, id, options);
-      if (deleted) queued();
+      if (deleted) written();
       return deleted;
     },
   };

@@ -8,10 +8,15 @@ import { batchedWrites, guard } from './query.js';
 
 export function sqliteAudit(db: Database.Database, batches: GroupCommit): AuditStore {
   const write = batchedWrites(batches);
-  const prune = db.prepare(
-    `DELETE FROM audit_log WHERE seq IN (
-       SELECT seq FROM audit_log WHERE at < ? ORDER BY at LIMIT ?)`,
-  );
+  const prune = db
+    .prepare(
+      `DELETE FROM audit_log WHERE seq IN (
+         SELECT seq FROM audit_log WHERE at < ? ORDER BY at LIMIT ?) RETURNING seq`,
+    )
+    .pluck();
+  // The changes feed reads the trail: what is deleted from it is gone from the feed too, so
+  // the feed's horizon moves up to the highest seq deleted (see 0010_changes_feed.sql).
+  const moveHorizon = db.prepare('UPDATE event_horizon SET position = max(position, ?)');
   return {
     async list({ since, plantId, afterSeq, limit }: AuditQuery) {
       // Built per call: this serves the audit command, not requests, and a statement per
@@ -33,6 +38,13 @@ export function sqliteAudit(db: Database.Database, batches: GroupCommit): AuditS
       ) as (AuditRow & { at: bigint })[];
       return rows.map((row) => toAuditEntry(row, new Date(Number(row.at))));
     },
-    prune: (before: Date, batch: number) => write(() => prune.run(before.getTime(), batch).changes),
+    prune: (before: Date, batch: number) =>
+      write(() => {
+        const deleted = prune.all(before.getTime(), batch) as bigint[];
+        if (deleted.length > 0) {
+          moveHorizon.run(deleted.reduce((highest, seq) => (seq > highest ? seq : highest)));
+        }
+        return deleted.length;
+      }),
   };
 }

@@ -8,7 +8,7 @@ import { sqliteAudit } from './audit.js';
 import { GroupCommit } from './group-commit.js';
 import { sqliteIdempotency } from './idempotency.js';
 import { migrateSqlite } from './migrate.js';
-import { sqliteEventLog, sqliteEventRecorder } from './plant-events.js';
+import { sqliteEventLog } from './plant-events.js';
 import { sqlitePlants } from './plants.js';
 import { createPrivately, databaseFileExists } from './private-files.js';
 import { guard } from './query.js';
@@ -44,12 +44,11 @@ export function openSqliteStore(
   // retries); other processes' are found by polling.
   const events = new MessageSignal(log);
   const messages = new MessageSignal(log);
-  // The changes feed: fired after this process's commits that recorded feed events.
+  // The changes feed: fired after this process's commits that changed plants.
   const appended = new MessageSignal(log);
   const plants = sqlitePlants(db, batches, {
     outbox: sqliteOutbox(db),
     wake: () => events.fire(),
-    feed: sqliteEventRecorder(db),
     appended: () => appended.fire(),
   });
   const tokens = sqliteTokens(db, batches);

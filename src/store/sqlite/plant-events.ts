@@ -1,12 +1,10 @@
-// The log of plant events on SQLite (GET /events): each write records its event in its own
-// savepoint (sqliteEventRecorder), numbered as it runs; writes take turns on the database's
-// one write lock, across processes too, so positions follow the commits (see the migration
-// 0010_plant_events.sql).
+// The changes feed on SQLite (GET /events): the audit trail read as a log of events. Writes
+// take turns on the database's one write lock, across processes too, so the audit entries'
+// seq follows the commits (see the migration 0010_changes_feed.sql): an entry is readable, in
+// its place, as soon as its write has committed.
 import type Database from 'better-sqlite3';
-import type { ChangeEvent } from '../../core/change-events.js';
-import { plantPayload, type WebhookEvent } from '../../core/webhooks/events.js';
-import type { Plant } from '../../core/plant.js';
 import type { EventLog } from '../event-log.js';
+import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
 import type { MessageSignal } from '../webhook-rows.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard } from './query.js';
@@ -14,23 +12,6 @@ import { sqliteTime } from './webhooks.js';
 
 /** How often another process's commits are looked for while anyone listens. */
 export const DATA_VERSION_POLL_MS = 50;
-
-/** Records a write's event; run inside the write's savepoint. */
-export function sqliteEventRecorder(db: Database.Database) {
-  const insert = db.prepare('INSERT INTO plant_events (type, at, data) VALUES (?, ?, ?)');
-  return (event: WebhookEvent, plant: Plant): void => {
-    insert.run(event, Date.now(), plantPayload(plant));
-  };
-}
-
-export type EventRecorder = ReturnType<typeof sqliteEventRecorder>;
-
-interface EventRow {
-  position: bigint;
-  type: WebhookEvent;
-  at: bigint;
-  data: string;
-}
 
 /**
  * The log on SQLite. `appended` is fired by this process's plant writes after their commit;
@@ -43,22 +24,20 @@ export function sqliteEventLog(
   appended: MessageSignal,
 ): EventLog {
   const write = batchedWrites(batches);
-  const horizon = db.prepare('SELECT pruned_through FROM plant_event_horizon').pluck();
+  const horizon = db.prepare('SELECT position FROM event_horizon').pluck();
   const page = db.prepare(
-    `SELECT position, type, at, data FROM plant_events WHERE position > ?
-     ORDER BY position LIMIT ?`,
+    `SELECT ${EVENT_COLUMNS} FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?`,
   );
-  const head = db.prepare(
-    `SELECT max(coalesce((SELECT max(position) FROM plant_events), 0),
-       (SELECT pruned_through FROM plant_event_horizon))`,
-  );
-  const oldest = db.prepare('SELECT position, at FROM plant_events ORDER BY position LIMIT ?');
-  const remove = db.prepare('DELETE FROM plant_events WHERE position <= ?');
-  const moveHorizon = db.prepare(
-    'UPDATE plant_event_horizon SET pruned_through = max(pruned_through, ?)',
-  );
+  const head = db
+    .prepare(
+      `SELECT max(coalesce((SELECT max(seq) FROM audit_log), 0),
+         (SELECT position FROM event_horizon))`,
+    )
+    .pluck();
+  const oldest = db.prepare('SELECT seq, at FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?');
+  const moveHorizon = db.prepare('UPDATE event_horizon SET position = max(position, ?)');
+  // One read transaction: a prune commits its deletes and its horizon together.
   const read = db.transaction((after: bigint | undefined, limit: number) => {
-    // One read transaction: a prune commits its deletes and its horizon together.
     const pruned = horizon.get() as bigint;
     const rows = page.all(after ?? pruned, limit) as EventRow[];
     return { pruned, rows };
@@ -67,26 +46,18 @@ export function sqliteEventLog(
   return {
     async read(after, limit) {
       const { pruned, rows } = guard(() => read(after, limit));
-      const events: ChangeEvent[] = rows.map((row) => ({
-        position: row.position,
-        type: row.type,
-        at: sqliteTime(row.at),
-        data: row.data,
-      }));
-      return { events, horizon: pruned };
+      return { events: rows.map((row) => toChangeEvent(row, sqliteTime)), horizon: pruned };
     },
-    head: async () => guard(() => head.pluck().get() as bigint),
+    head: async () => guard(() => head.get() as bigint),
     prune: (before, batch) =>
       write(() => {
-        // The oldest first, up to the first one young enough to keep: a prefix.
-        const rows = oldest.all(batch) as { position: bigint; at: bigint }[];
+        // The oldest above the horizon, up to the first one young enough to keep: a prefix.
+        const rows = oldest.all(horizon.get(), batch) as { seq: bigint; at: bigint }[];
         const kept = rows.findIndex((row) => Number(row.at) >= before.getTime());
-        const gone = kept === -1 ? rows : rows.slice(0, kept);
-        const last = gone.at(-1);
-        if (last === undefined) return 0;
-        remove.run(last.position);
-        moveHorizon.run(last.position);
-        return gone.length;
+        const passed = kept === -1 ? rows : rows.slice(0, kept);
+        const last = passed.at(-1);
+        if (last !== undefined) moveHorizon.run(last.seq);
+        return passed.length;
       }),
     onAppended(listener) {
       polling ??= new DataVersionPoll(db, () => appended.fire());

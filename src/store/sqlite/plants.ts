@@ -14,41 +14,41 @@ import type { GroupCommit } from './group-commit.js';
 import { type PlantIds, sqlitePlantIds } from './plant-ids.js';
 import { prepareReads, prepareWrites, type Reads, type Writes } from './plant-statements.js';
 import { batchedWrites, guard, isSqliteError } from './query.js';
-import type { EventRecorder } from './plant-events.js';
 import type { Outbox } from './webhooks.js';
 
-/** Where a write's events go: the webhook outbox and the changes feed's log. */
+/** What a write tells of: the webhook outbox, and who hears of its commit. */
 export interface PlantEvents {
   outbox: Outbox;
   /** Called once a write that recorded a webhook event has committed. */
   wake: () => void;
-  feed: EventRecorder;
-  /** Called once a write that recorded a feed event has committed. */
+  /** Called once a write that changed a plant (and so wrote its audit entry) has committed. */
   appended: () => void;
 }
 
-/** Plant writes, each with its webhook event and its feed event in its own savepoint. */
+/**
+ * Plant writes, each with its audit entry (the changes feed's event) and its webhook event
+ * in its own savepoint.
+ */
 export function sqlitePlants(
   db: Database.Database,
   batches: GroupCommit,
-  { outbox, wake, feed, appended }: PlantEvents,
+  { outbox, wake, appended }: PlantEvents,
 ): PlantStore {
   const batched = batchedWrites(batches);
   // Counts the events a write records; read only after its batch committed.
   const write = async <T>(work: (emit: Outbox) => T): Promise<T> => {
     let events = 0;
-    let fed = false;
+    let changed = false;
     const value = await batched(() =>
       work((event, plant) => {
-        feed(event, plant);
-        fed = true;
+        changed = true;
         const recorded = outbox(event, plant);
         events += recorded;
         return recorded;
       }),
     );
     if (events > 0) wake();
-    if (fed) appended();
+    if (changed) appended();
     return value;
   };
   const reads = prepareReads(db);
