@@ -66,7 +66,7 @@ describe('answers', () => {
     const rows = [1n, 2n, 3n].map((id) => ({ id, name: `plant ${id}`, tag: null }));
     const page = pageAnswer(rows, 2);
     assert.equal(page.headers.link, '</plants?limit=2&after=2>; rel="next"');
-    assert.equal(page.body, '[{"id":1,"name":"plant 1"},{"id":2,"name":"plant 2"}]');
+    assert.equal(page.body, '[{"id":1,"name":"plant 1"},{"id":2,"name":"plant 2"}]\n');
     assert.equal(pageAnswer(rows.slice(0, 2), 2).headers.link, undefined);
   });
 

@@ -53,6 +53,9 @@ const RATE_LIMITED = failure(
 );
 
 const app = Fastify({ logger: true, bodyLimit: MAX_BODY });
+// What the plugins answer as objects (bearer-auth's refusals) ends with a newline, as
+// plantstore's bodies and the other answers here (common.ts) do.
+app.setReplySerializer((payload) => `${JSON.stringify(payload)}\n`);
 
 /** The 403 when the request's token (bearer-auth let it in) lacks `scope`. */
 function lacking(req: FastifyRequest, scope: string): Answer | undefined {

@@ -323,7 +323,7 @@ test(
       headers: { Authorization: `Bearer ${token}` },
     });
     assert.equal(read.status, 200);
-    assert.equal(await read.text(), `{"id":${id},"name":"Fern","tag":"shade"}`);
+    assert.equal(await read.text(), `{"id":${id},"name":"Fern","tag":"shade"}\n`);
     await stop(again);
   },
 );

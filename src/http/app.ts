@@ -29,6 +29,7 @@ import {
 } from '../api/limits.js';
 import { ConnectionGuard } from './connections.js';
 import { clientErrorHandler } from './errors/raw-errors.js';
+import { endJsonBodiesWithNewline, withFinalNewline } from './hooks/json-newline.js';
 import { installRequestChecks } from './hooks/checks.js';
 import { rateLimits } from './hooks/rate-limit.js';
 import { lazyChildLogger, RequestLog, type RequestLineWriter } from './hooks/request-log.js';
@@ -169,6 +170,8 @@ export function buildApp({
       reply.raw.once('finish', () => requestLog.requestCompleted(null, request, reply));
       reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
       if (cors !== undefined) reply.headers(cors.headersFor(request.headers.origin));
+      // No onSend hook ends this body with its newline: its serializer does.
+      reply.serializer((body: unknown) => withFinalNewline(JSON.stringify(body)));
       // Not returned: Fastify ignores what this returns, and a reply is a thenable.
       sendError(reply, toApiError(error));
     },
@@ -180,6 +183,7 @@ export function buildApp({
   app.decorateRequest('routeConfig', null);
   app.setValidatorCompiler(validatorCompiler);
   registerJsonParsers(app);
+  endJsonBodiesWithNewline(app);
   installErrorHandling(app);
 
   installRequestChecks(app, authenticate(tokens, rateLimits(rateLimitCounts, now)), cors);

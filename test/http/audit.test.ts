@@ -198,7 +198,7 @@ forEachBackend(({ setup }) => {
       for (const ifMatch of [undefined, etag, '*', `"other", ${etag}`]) {
         const res = await request('PATCH', '/plants/1', '{}', ifMatch);
         assert.equal(res.statusCode, 200, `${ifMatch}: ${res.body}`);
-        assert.equal(res.body, plant);
+        assert.equal(res.body, `${plant}\n`);
         assert.equal(res.headers.etag, etag);
       }
       const stale = await request('PATCH', '/plants/1', '{}', '"other"');
@@ -215,7 +215,7 @@ forEachBackend(({ setup }) => {
         trail.map((entry) => entry.action),
         ['create'],
       );
-      assert.equal((await request('GET', '/plants/1')).body, plant);
+      assert.equal((await request('GET', '/plants/1')).body, `${plant}\n`);
     });
   });
 });

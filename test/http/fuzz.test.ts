@@ -221,7 +221,7 @@ function checkable(req: FuzzRequest): boolean {
 async function healthy(ctx: TestApp): Promise<void> {
   const res = await ctx.app.inject({ method: 'GET', url: '/healthz' });
   assert.equal(res.statusCode, 200, `GET /healthz afterwards: ${res.statusCode} ${res.body}`);
-  assert.equal(res.body, '{"status":"ok"}');
+  assert.equal(res.body, '{"status":"ok"}\n');
 }
 
 test('inject fuzzer: no 5xx, every 4xx an Error body, /healthz stays 200', async (t) => {
@@ -298,7 +298,7 @@ test('raw HTTP fuzzer: no 5xx, every 4xx an Error body, the server stays up', as
       assert.ok(ctx.app.server.listening, 'the server stopped listening');
       const [health] = parseAnswers(await exchange(port, HEALTH_REQUEST, false), 'GET');
       assert.equal(health?.status, 200, 'GET /healthz afterwards');
-      assert.equal(health.body, '{"status":"ok"}');
+      assert.equal(health.body, '{"status":"ok"}\n');
     },
     renderRaw,
   );

@@ -76,7 +76,7 @@ test('-0 as a JSON id, invalid UTF-8 and unpaired surrogates are refused', async
   });
   assert.equal(body<Answer>(latin).error, 40003n);
   const list = await call({ method: 'GET', url: '/plants' });
-  assert.equal(list.body, '[]');
+  assert.equal(list.body, '[]\n');
 });
 
 test('HTTP/1.1 without Host, and CONNECT, get an Error body', async (t) => {

@@ -51,7 +51,7 @@ forEachBackend(({ setup }) => {
     const { call } = await setup(t);
     const res = await create(call, '{"id":1,"name":"Fern"}');
     assert.equal(res.statusCode, 201);
-    assert.equal(res.body, '{"id":1,"name":"Fern"}');
+    assert.equal(res.body, '{"id":1,"name":"Fern"}\n');
   });
 
   test('POST with a negative id is accepted', async (t) => {
@@ -101,7 +101,7 @@ forEachBackend(({ setup }) => {
     assertError(res, 409, 40901n);
     assert.equal(res.headers.location, undefined);
     const read = await call({ method: 'GET', url: '/plants/3' });
-    assert.equal(read.body, '{"id":3,"name":"Fern"}');
+    assert.equal(read.body, '{"id":3,"name":"Fern"}\n');
   });
 
   test('after a plant with id 9223372036854775807, POST without id still answers 201', async (t) => {
@@ -274,7 +274,7 @@ forEachBackend(({ setup }) => {
     const res = await call({ method: 'GET', url: '/plants/9' });
     assert.equal(res.statusCode, 200);
     assert.match(String(res.headers['content-type']), /^application\/json/);
-    assert.equal(res.body, '{"id":9,"name":"Fern","tag":"shade"}');
+    assert.equal(res.body, '{"id":9,"name":"Fern","tag":"shade"}\n');
   });
 
   test('GET of an unknown plant answers 404 40401', async (t) => {
@@ -315,11 +315,11 @@ forEachBackend(({ setup }) => {
     await create(call, '{"id":1,"name":"Fern","tag":"shade"}');
     const res = await patch(call, '/plants/1', '{"tag":null}');
     assert.equal(res.statusCode, 200);
-    assert.equal(res.body, '{"id":1,"name":"Fern"}');
+    assert.equal(res.body, '{"id":1,"name":"Fern"}\n');
     const read = await call({ method: 'GET', url: '/plants/1' });
-    assert.equal(read.body, '{"id":1,"name":"Fern"}');
+    assert.equal(read.body, '{"id":1,"name":"Fern"}\n');
     const list = await call({ method: 'GET', url: '/plants?tag=shade' });
-    assert.equal(list.body, '[]');
+    assert.equal(list.body, '[]\n');
   });
 
   test('PATCH with {} leaves the plant unchanged', async (t) => {
@@ -327,7 +327,7 @@ forEachBackend(({ setup }) => {
     await create(call, '{"id":1,"name":"Fern","tag":"shade"}');
     const res = await patch(call, '/plants/1', '{}');
     assert.equal(res.statusCode, 200);
-    assert.equal(res.body, '{"id":1,"name":"Fern","tag":"shade"}');
+    assert.equal(res.body, '{"id":1,"name":"Fern","tag":"shade"}\n');
   });
 
   test('PATCH with "name": null answers 400 40004 and changes nothing', async (t) => {
@@ -335,7 +335,7 @@ forEachBackend(({ setup }) => {
     await create(call, '{"id":1,"name":"Fern","tag":"shade"}');
     assertError(await patch(call, '/plants/1', '{"name":null,"tag":"x"}'), 400, 40004n);
     const read = await call({ method: 'GET', url: '/plants/1' });
-    assert.equal(read.body, '{"id":1,"name":"Fern","tag":"shade"}');
+    assert.equal(read.body, '{"id":1,"name":"Fern","tag":"shade"}\n');
   });
 
   test('PATCH with an invalid name or tag answers 400 40004', async (t) => {
@@ -361,7 +361,10 @@ forEachBackend(({ setup }) => {
     assertError(await patch(call, '/plants/1', '{"id":2}'), 400, 40004n);
     assertError(await patch(call, '/plants/1', '{"id":1,"name":"x"}'), 400, 40004n);
     assert.equal((await call({ method: 'GET', url: '/plants/2' })).statusCode, 404);
-    assert.equal((await call({ method: 'GET', url: '/plants/1' })).body, '{"id":1,"name":"Fern"}');
+    assert.equal(
+      (await call({ method: 'GET', url: '/plants/1' })).body,
+      '{"id":1,"name":"Fern"}\n',
+    );
   });
 
   test('PATCH of an unknown plant answers 404 40401', async (t) => {
@@ -373,7 +376,10 @@ forEachBackend(({ setup }) => {
     const { call } = await setup(t);
     await create(call, '{"id":1,"name":"Fern"}');
     assertError(await patch(call, '/plants/1', '{"name":"x"}', 'text/plain'), 415, 41501n);
-    assert.equal((await call({ method: 'GET', url: '/plants/1' })).body, '{"id":1,"name":"Fern"}');
+    assert.equal(
+      (await call({ method: 'GET', url: '/plants/1' })).body,
+      '{"id":1,"name":"Fern"}\n',
+    );
   });
 
   test('PATCH with malformed JSON answers 400 40003', async (t) => {
@@ -396,7 +402,7 @@ forEachBackend(({ setup }) => {
     assert.equal(
       res.body,
       `[{"id":${INT64_MIN},"name":"p${INT64_MIN}"},{"id":-3,"name":"p-3"},{"id":0,"name":"p0"},` +
-        `{"id":2,"name":"p2"},{"id":5,"name":"p5"},{"id":${INT64_MAX},"name":"p${INT64_MAX}"}]`,
+        `{"id":2,"name":"p2"},{"id":5,"name":"p5"},{"id":${INT64_MAX},"name":"p${INT64_MAX}"}]\n`,
     );
   });
 
@@ -404,7 +410,7 @@ forEachBackend(({ setup }) => {
     const { call } = await setup(t);
     const res = await call({ method: 'GET', url: '/plants' });
     assert.equal(res.statusCode, 200);
-    assert.equal(res.body, '[]');
+    assert.equal(res.body, '[]\n');
     assert.equal(res.headers.link, undefined);
   });
 
@@ -517,9 +523,12 @@ forEachBackend(({ setup }) => {
     await create(call, '{"id":4,"name":"d","tag":"shade"}');
     const res = await call({ method: 'GET', url: '/plants?tag=shade' });
     assert.equal(res.statusCode, 200);
-    assert.equal(res.body, '[{"id":1,"name":"a","tag":"shade"},{"id":4,"name":"d","tag":"shade"}]');
+    assert.equal(
+      res.body,
+      '[{"id":1,"name":"a","tag":"shade"},{"id":4,"name":"d","tag":"shade"}]\n',
+    );
     const none = await call({ method: 'GET', url: '/plants?tag=rain' });
-    assert.equal(none.body, '[]');
+    assert.equal(none.body, '[]\n');
   });
 
   test('the tag filter is kept, URL-encoded, in the next Link', async (t) => {
@@ -549,7 +558,7 @@ forEachBackend(({ setup }) => {
     assert.deepEqual(ids(fromMin), [-1n, 0n, 9223372036854775807n]);
     const fromMax = await call({ method: 'GET', url: `/plants?after=${INT64_MAX}` });
     assert.equal(fromMax.statusCode, 200);
-    assert.equal(fromMax.body, '[]');
+    assert.equal(fromMax.body, '[]\n');
     const beforeMax = await call({ method: 'GET', url: '/plants?after=9223372036854775806' });
     assert.deepEqual(ids(beforeMax), [9223372036854775807n]);
     const fromMinus = await call({ method: 'GET', url: '/plants?after=-2' });

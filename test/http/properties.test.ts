@@ -50,17 +50,17 @@ test('every int64 round-trips exactly through create, read, list and delete', as
       const created = await call({ method: 'POST', url: '/plants', json: plantText });
       assert.equal(created.statusCode, 201, created.body);
       assert.equal(created.headers.location, `/plants/${digits}`);
-      assert.equal(created.body, plantText);
+      assert.equal(created.body, `${plantText}\n`);
       assert.equal(body<{ id: bigint }>(created).id, id);
 
       const read = await call({ method: 'GET', url: `/plants/${digits}` });
       assert.equal(read.statusCode, 200);
-      assert.equal(read.body, plantText);
+      assert.equal(read.body, `${plantText}\n`);
 
       const listUrl = id === INT64_MIN ? '/plants?limit=1' : `/plants?limit=1&after=${id - 1n}`;
       const list = await call({ method: 'GET', url: listUrl });
       assert.equal(list.statusCode, 200);
-      assert.equal(list.body, `[${plantText}]`);
+      assert.equal(list.body, `[${plantText}]\n`);
 
       const deleted = await call({ method: 'DELETE', url: `/plants/${digits}` });
       assert.equal(deleted.statusCode, 204);
@@ -142,7 +142,7 @@ test('every path id that is not a canonical int64 decimal answers 400 40001', as
     }),
     { numRuns: 500 },
   );
-  assert.equal((await call({ method: 'GET', url: '/plants/1' })).body, '{"id":1,"name":"one"}');
+  assert.equal((await call({ method: 'GET', url: '/plants/1' })).body, '{"id":1,"name":"one"}\n');
 });
 
 // ---------------------------------------------------------------- (c) Authorization
@@ -383,7 +383,7 @@ test('a name of only invisible characters is 400 on create and update; one visib
     }),
     { numRuns: 300 },
   );
-  assert.equal((await call({ method: 'GET', url: '/plants' })).body, '[{"id":1,"name":"one"}]');
+  assert.equal((await call({ method: 'GET', url: '/plants' })).body, '[{"id":1,"name":"one"}]\n');
 
   await fc.assert(
     fc.asyncProperty(

@@ -85,7 +85,7 @@ test('/healthz and /readyz answer 200 {"status":"ok"}', async (t) => {
     const res = await call({ method: 'GET', url, token: null });
     assert.equal(res.statusCode, 200, url);
     assert.match(String(res.headers['content-type']), /^application\/json/);
-    assert.equal(res.body, '{"status":"ok"}');
+    assert.equal(res.body, '{"status":"ok"}\n');
   }
 });
 
@@ -305,7 +305,7 @@ test('a well-formed raw request on the same server is answered normally', async 
   );
   assert.equal(answer.status, 200);
   assert.equal(answer.headers.get('x-request-id'), 'raw-1');
-  assert.equal(answer.body, '{"status":"ok"}');
+  assert.equal(answer.body, '{"status":"ok"}\n');
 });
 
 test('an Expect other than 100-continue is ignored (RFC 9110 §10.1.1), not a bare 417', async (t) => {
@@ -315,5 +315,5 @@ test('an Expect other than 100-continue is ignored (RFC 9110 §10.1.1), not a ba
     'GET /healthz HTTP/1.1\r\nHost: localhost\r\nExpect: foo\r\nConnection: close\r\n\r\n',
   );
   assert.equal(answer.status, 200);
-  assert.equal(answer.body, '{"status":"ok"}');
+  assert.equal(answer.body, '{"status":"ok"}\n');
 });

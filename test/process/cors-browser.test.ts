@@ -123,7 +123,7 @@ test('pages on the allowed origin use the API; pages on others cannot', { skip }
   assert.match(created.headers.etag ?? '', /^".+"$/);
   assert.equal(created.headers['x-request-id'], 'page-1');
   assert.equal(patched.status, 200, patched.body);
-  assert.equal(patched.body, '{"id":7,"name":"Fern","tag":"shade"}');
+  assert.equal(patched.body, '{"id":7,"name":"Fern","tag":"shade"}\n');
   assert.notEqual(patched.headers.etag, created.headers.etag);
   // Errors are readable too: status, challenge and Error body.
   assert.equal(refused.status, 401);

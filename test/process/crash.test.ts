@@ -94,7 +94,10 @@ function send(
       });
       res.on('error', reject);
       res.on('close', () => {
-        if (res.complete) resolve({ status: res.statusCode ?? 0, text, headers: res.headers });
+        // The JSON text, without the newline that ends every body.
+        const json = text.trimEnd();
+        if (res.complete)
+          resolve({ status: res.statusCode ?? 0, text: json, headers: res.headers });
         else reject(new Error(`${method} ${path}: answer cut off`));
       });
     });

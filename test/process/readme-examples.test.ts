@@ -41,9 +41,24 @@ async function runAgainstServer(t: TestContext, script: string): Promise<string>
   });
 }
 
-// Not at a line's start: a body without a final newline runs into the next status line.
 const statuses = (output: string) =>
   [...output.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => Number(match[1]));
+
+/**
+ * Every body `curl -i` printed ended with a newline: each status line begins a line, and so
+ * does what follows the last body (the shell's prompt, in a terminal).
+ */
+function assertBodiesEndLines(output: string): void {
+  assert.deepEqual(
+    [...output.matchAll(/^HTTP\/1\.1 (\d{3}) /gm)].map((match) => Number(match[1])),
+    statuses(output),
+    'a body without a final newline runs into the next status line',
+  );
+  assert.ok(
+    output.endsWith('\n'),
+    `the last body ends its line: ${JSON.stringify(output.slice(-40))}`,
+  );
+}
 
 describe('the documented curl examples do what their comments say', { skip: SKIP }, () => {
   it('README.md, Calling the API: every operation once', async (t) => {
@@ -56,12 +71,14 @@ describe('the documented curl examples do what their comments say', { skip: SKIP
     assert.match(output, /^link: <\/plants\?limit=1&after=1&tag=shade>; rel="next"\r$/m);
     assert.match(output, /"error":41201/);
     assert.equal(output.match(/^idempotent-replayed: true\r$/gm)?.length, 1);
+    assertBodiesEndLines(output);
   });
 
   it('docs/api.md, Conditional writes: If-Match', async (t) => {
     const output = await runAgainstServer(t, example('docs/api.md', '## Conditional writes'));
     assert.deepEqual(statuses(output), [200, 412, 204]);
     assert.match(output, /"error":41201/);
+    assertBodiesEndLines(output);
   });
 
   it('docs/api.md, Idempotent creates: Idempotency-Key', async (t) => {
@@ -69,5 +86,6 @@ describe('the documented curl examples do what their comments say', { skip: SKIP
     assert.deepEqual(statuses(output), [201, 201, 422]);
     assert.equal(output.match(/^idempotent-replayed: true\r$/gm)?.length, 1);
     assert.match(output, /"error":42201/);
+    assertBodiesEndLines(output);
   });
 });

@@ -93,7 +93,7 @@ async function assertServing(server: Server): Promise<void> {
   assert.equal(server.child.exitCode, null, 'the process is still running');
   const res = await fetch(`${server.url}/healthz`);
   assert.equal(res.status, 200);
-  assert.equal(await res.text(), '{"status":"ok"}');
+  assert.equal(await res.text(), '{"status":"ok"}\n');
 }
 
 test('a header section sent a byte a second is cut off at --headers-timeout (408)', async (t) => {

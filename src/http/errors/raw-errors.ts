@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError, type ErrorName } from '../../core/errors.js';
 import { SECURITY_HEADER_LINES } from '../../api/security-headers.js';
+import { withFinalNewline } from '../hooks/json-newline.js';
 
 /**
  * Writes an Error answer straight to a socket, for what never becomes a Fastify
@@ -20,7 +21,7 @@ function answerRaw(
   // No headers were parsed, so no X-Forwarded-For: the connection's address is all there is
   // (read before the socket ends, which may drop it).
   const client = (socket as Partial<Socket>).remoteAddress ?? null;
-  const body = JSON.stringify(error.toBody());
+  const body = withFinalNewline(JSON.stringify(error.toBody()));
   socket.end(
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
