@@ -439,7 +439,7 @@ test('the OpenAPI document: 429 on every operation that takes a token, with the 
       }
     }
   }
-  assert.equal(limited, 13, 'the five plant operations and the eight of /webhooks');
+  assert.equal(limited, 14, 'the five plant operations, the eight of /webhooks and /events');
   for (const name of ['RateLimit', 'RateLimit-Policy', 'Retry-After']) {
     assert.match(String(doc.components.headers[name]?.description), /\S/, name);
   }
