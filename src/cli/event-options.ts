@@ -1,18 +1,18 @@
 import { Option } from 'commander';
 import { EVENT_LIMITS } from '../core/change-events.js';
 import { parseDuration } from '../core/tokens.js';
-import { argument, formatMs, positiveInteger } from './options.js';
+import { argument, positiveInteger } from './options.js';
 
 const MINUTE_MS = 60_000;
 
-/** `--events-retention`: how long the changes feed keeps events; at least a minute. */
+/** `--events-retention`: how long the changes feed serves events; at least a minute. */
 export const eventsRetentionOption = () =>
   new Option(
     '--events-retention <duration>',
-    'delete events of the changes feed (GET /events) older than this (at least 1m), once a minute',
+    'how long the changes feed (GET /events) serves an event (at least 1m); a cursor older is 410',
   )
     .env('PLANTSTORE_EVENTS_RETENTION')
-    .default(EVENT_LIMITS.retentionMs, formatMs(EVENT_LIMITS.retentionMs))
+    .default(EVENT_LIMITS.retentionMs, '7d')
     .argParser(
       argument((text) => {
         const ms = parseDuration(text);

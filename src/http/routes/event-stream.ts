@@ -1,11 +1,27 @@
 import { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
+import type { ChangeEvent } from '../../core/change-events.js';
 import { ApiError } from '../../core/errors.js';
 import { eventFrame, HEARTBEAT, STREAM_OPENING } from '../../api/event-stream.js';
 import type { EventFeed } from '../../service/event-feed.js';
 
 /** Events one read of the feed hands a stream at most. */
 const STREAM_BATCH = 100;
+
+/**
+ * The text of each event the feed holds in memory, made once for all the streams that send it
+ * (a thousand streams up to date send the same events).
+ */
+const texts = new WeakMap<ChangeEvent, string>();
+
+function textOf(event: ChangeEvent): string {
+  let text = texts.get(event);
+  if (text === undefined) {
+    text = eventFrame(event);
+    texts.set(event, text);
+  }
+  return text;
+}
 
 /**
  * The body of an event stream: the events after `after`, then each new one as the feed hears
@@ -54,7 +70,7 @@ async function* frames(
       return;
     }
     if (events.length > 0) {
-      yield events.map(eventFrame).join('');
+      yield events.length === 1 ? textOf(events[0]!) : events.map(textOf).join('');
       position = events.at(-1)!.position;
     } else if (!(await feed.waitBeyond(position, feed.heartbeatMs, signal)) && open()) {
       yield HEARTBEAT;

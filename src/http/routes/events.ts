@@ -53,7 +53,11 @@ async function longPoll(
   try {
     const page = await feed.page(after, limit);
     if (page.events.length > 0) return page;
-    if (!(await feed.waitBeyond(page.next, ms, stop.signal))) return page;
+    if (!(await feed.waitBeyond(page.next, ms, stop.signal))) {
+      // Answered at shutdown: the server waits for no idle keep-alive connection after it.
+      if (feed.isClosed) reply.header('connection', 'close');
+      return page;
+    }
     return await feed.page(page.next, limit);
   } finally {
     reply.raw.off('close', abort);
