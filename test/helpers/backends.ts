@@ -9,7 +9,8 @@ import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Durability, Store } from '../../src/store/store.js';
 import { leftOut } from './backend-filter.js';
-import { freshDatabase, POSTGRES_SKIP } from './postgres.js';
+import { dropSchema, giveBack, migratedInPlace, newSchema } from './migrated-schemas.js';
+import { POSTGRES_SKIP, POSTGRES_URL, withSchema } from './postgres.js';
 import { makeTempDir } from './temp-dir.js';
 
 // The databases a suite that writes runs on, in one loop, as kysely loops its dialects
@@ -106,8 +107,15 @@ export function sqliteDatabase(t: TestContext, file: string): TestDatabase {
   };
 }
 
-/** The PostgreSQL database (and schema) `url` names. */
-export function postgresDatabase(t: TestContext, url: string): TestDatabase {
+/**
+ * The PostgreSQL database (and schema) `url` names. `beforeOpen` runs before each store opens
+ * (POSTGRES puts a migrated schema in place of an empty one there).
+ */
+export function postgresDatabase(
+  t: TestContext,
+  url: string,
+  beforeOpen?: () => Promise<void>,
+): TestDatabase {
   let client: Promise<pg.Client> | undefined;
   const connected = () =>
     (client ??= (async () => {
@@ -123,6 +131,7 @@ export function postgresDatabase(t: TestContext, url: string): TestDatabase {
     url,
     args: ['--database-url', url],
     async open(options = {}) {
+      await beforeOpen?.();
       const store = await openPostgresStore({ url, ...options });
       t.after(() => store.close());
       return store;
@@ -145,7 +154,17 @@ export const POSTGRES: Backend = {
   name: 'PostgreSQL',
   dialect: 'postgres',
   skip: POSTGRES_SKIP,
-  fresh: async (t) => postgresDatabase(t, await freshDatabase(t)),
+  async fresh(t) {
+    // A schema of the test's own. A store opened on it while it is still empty opens on a
+    // migrated schema put in its place (migrated-schemas.ts), given back after the test.
+    const schema = await newSchema();
+    let swap: Promise<boolean> | undefined;
+    t.after(async () => ((await swap) ? giveBack(schema) : dropSchema(schema)));
+    return postgresDatabase(t, withSchema(POSTGRES_URL!, schema), async () => {
+      swap ??= migratedInPlace(schema);
+      await swap;
+    });
+  },
 };
 
 /** Every backend, those skipped here included (their suites say why). */
