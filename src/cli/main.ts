@@ -35,6 +35,7 @@ import {
 } from './event-options.js';
 import { backupCommands } from './backup-commands.js';
 import { databaseName, named, withDatabase } from './database.js';
+import { eventsCommand } from './events-command.js';
 import { plantsCommand } from './plants-command.js';
 import { tokenCommand } from './token-commands.js';
 import { webhooksCommand } from './webhooks-command.js';
@@ -273,6 +274,7 @@ function program(): Command {
   root.addCommand(auditCommand());
   for (const command of backupCommands()) root.addCommand(command);
   root.addCommand(plantsCommand());
+  root.addCommand(eventsCommand());
   root.addCommand(webhooksCommand());
   // Subcommands inherit neither exitOverride nor help-after-error; set them on each.
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];

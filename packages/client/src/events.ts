@@ -1,0 +1,198 @@
+import type { Requests } from './client.js';
+import { PlantstoreError } from './errors.js';
+import { int64Shapes } from './int64-shapes.js';
+import { parseBody } from './json.js';
+import type { components } from './schema.js';
+import { buildUrl, requestHeaders } from './transport.js';
+
+export type ChangeEvent = components['schemas']['ChangeEvent'];
+type Plant = components['schemas']['Plant'];
+
+/** One change as `events()` yields it; `at` only in the `poll` mode (streams do not send it). */
+export interface FeedEvent {
+  position: bigint;
+  type: ChangeEvent['type'];
+  data: Plant;
+  at?: string;
+}
+
+export interface EventsOptions {
+  /** Start after this position (the last one handled); from the oldest kept if absent. */
+  after?: bigint;
+  /** `stream` (Server-Sent Events, the default) or `poll` (pages, long polled). */
+  mode?: 'stream' | 'poll';
+  /** Ends the iteration (and the connection) when aborted. */
+  signal?: AbortSignal;
+  /** The first wait before connecting again after a failure, doubled each time (500 ms). */
+  backoffMs?: number;
+  /** The longest wait between two attempts (30 s); `Retry-After` is obeyed up to it. */
+  maxBackoffMs?: number;
+  /**
+   * A stream that sends nothing for this long, heartbeats included, is given up and opened
+   * again (45 s: three heartbeats missed).
+   */
+  idleTimeoutMs?: number;
+}
+
+const DATA_SHAPE = int64Shapes['GET /events']?.['200']?.items?.properties?.data;
+
+/** An error to give up on: anything but the server being busy, gone for a moment, or cut off. */
+function fatal(error: unknown): boolean {
+  if (!(error instanceof PlantstoreError)) return false;
+  return error.status !== 429 && error.status !== 503 && error.status !== 502;
+}
+
+/**
+ * The changes feed, as an async iterator that never ends by itself: every plant change after
+ * `after`, in position order, each once, resuming after the last one yielded whenever the
+ * connection ends (a server shutting down, a network failure), with a growing wait between
+ * attempts. A `410` (the position is no longer kept: read the plants again and follow from
+ * there), a refused token or scope, and other refusals end it with PlantstoreError.
+ *
+ * @example
+ * for await (const event of client.events({ after: lastSeen })) {
+ *   apply(event);
+ *   lastSeen = event.position;
+ * }
+ */
+export async function* events(
+  requests: Requests,
+  { after, mode = 'stream', signal, ...timing }: EventsOptions = {},
+): AsyncGenerator<FeedEvent, void, undefined> {
+  const backoffMs = timing.backoffMs ?? 500;
+  const maxBackoffMs = timing.maxBackoffMs ?? 30_000;
+  const sleep = requests.options.sleep ?? abortableSleep;
+  let position = after;
+  let failures = 0;
+  while (!signal?.aborted) {
+    try {
+      const batches =
+        mode === 'poll'
+          ? poll(requests, position, signal)
+          : stream(requests, position, signal, timing.idleTimeoutMs ?? 45_000);
+      for await (const event of batches) {
+        failures = 0;
+        position = event.position;
+        yield event;
+      }
+    } catch (error) {
+      if (signal?.aborted) return;
+      if (fatal(error)) throw error;
+      const asked = error instanceof PlantstoreError ? error.retryAfter : undefined;
+      const wait =
+        asked !== undefined
+          ? asked * 1000
+          : backoffMs * 2 ** Math.min(failures, 16) * (0.5 + Math.random() / 2);
+      failures += 1;
+      await sleep(Math.min(wait, maxBackoffMs), signal).catch(() => undefined);
+      continue;
+    }
+    // The stream ended cleanly (the server is shutting down): resume at once, elsewhere.
+  }
+}
+
+/** One connection of the stream; ends when the server ends it. */
+async function* stream(
+  requests: Requests,
+  after: bigint | undefined,
+  signal: AbortSignal | undefined,
+  idleTimeoutMs: number,
+): AsyncGenerator<FeedEvent, void, undefined> {
+  const { options } = requests;
+  const abort = new AbortController();
+  const stop = () => abort.abort();
+  signal?.addEventListener('abort', stop, { once: true });
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  const awake = () => {
+    clearTimeout(idle);
+    idle = setTimeout(stop, idleTimeoutMs);
+  };
+  try {
+    awake();
+    const headers = requestHeaders(options, {
+      accept: 'text/event-stream',
+      ...(after !== undefined && { 'last-event-id': after.toString() }),
+    });
+    const response = await (options.fetch ?? globalThis.fetch)(
+      buildUrl(options.baseUrl, '/events'),
+      { headers, signal: abort.signal },
+    );
+    if (!response.ok) {
+      let body: unknown;
+      try {
+        body = parseBody(await response.text());
+      } catch {
+        body = undefined;
+      }
+      throw new PlantstoreError(
+        response.status,
+        body,
+        response.headers,
+        (options.now ?? Date.now)(),
+      );
+    }
+    if (response.body === null) return;
+    const decoder = new TextDecoder();
+    let buffer = '';
+    let fields: { id?: string; event?: string; data?: string } = {};
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      awake();
+      buffer += decoder.decode(chunk, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, end).replace(/\r$/, '');
+        buffer = buffer.slice(end + 1);
+        if (line === '') {
+          if (fields.data !== undefined && fields.id !== undefined) {
+            yield {
+              position: BigInt(fields.id),
+              type: fields.event as FeedEvent['type'],
+              data: parseBody(fields.data, DATA_SHAPE) as Plant,
+            };
+          }
+          fields = {};
+        } else if (!line.startsWith(':')) {
+          const colon = line.indexOf(':');
+          const name = colon < 0 ? line : line.slice(0, colon);
+          const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+          if (name === 'data')
+            fields.data = fields.data === undefined ? value : `${fields.data}\n${value}`;
+          else if (name === 'id' || name === 'event') fields[name] = value;
+        }
+      }
+    }
+    // Ended without an abort of ours: a clean end. Cut by the idle timeout: try again.
+    if (abort.signal.aborted && !signal?.aborted) throw new Error('the stream went quiet');
+  } finally {
+    clearTimeout(idle);
+    signal?.removeEventListener('abort', stop);
+    abort.abort();
+  }
+}
+
+/** Pages, long polled: each page waits up to 30 s for the next event. */
+async function* poll(
+  requests: Requests,
+  after: bigint | undefined,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<FeedEvent, void, undefined> {
+  const query = { limit: 1000, wait: '30s', ...(after !== undefined && { after }) };
+  for await (const page of requests.pages('/events', { query, ...(signal && { signal }) })) {
+    for (const event of page.data) yield event as FeedEvent;
+    if (page.next === undefined) return;
+  }
+}
+
+const abortableSleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      },
+      { once: true },
+    );
+  });
