@@ -10,6 +10,8 @@ export const CORS_ALLOWED_HEADERS = [
   'If-Match',
   'Idempotency-Key',
   'X-Request-Id',
+  // A page resuming the changes feed's stream (GET /events) after the last event it had.
+  'Last-Event-ID',
 ];
 
 /** Response headers a page may read besides the CORS-safelisted ones: all of ours. */

@@ -745,7 +745,7 @@ export interface components {
     'Access-Control-Allow-Origin': string;
     /** @description The methods of the path, e.g. `GET, PATCH, DELETE`. */
     'Access-Control-Allow-Methods': string;
-    /** @description Request headers a page may send: `Authorization`, `Content-Type`, `If-Match`, `Idempotency-Key`, `X-Request-Id`. */
+    /** @description Request headers a page may send: `Authorization`, `Content-Type`, `If-Match`, `Idempotency-Key`, `X-Request-Id`, `Last-Event-ID`. */
     'Access-Control-Allow-Headers': string;
     /** @description Seconds a browser may reuse this answer for the same request. */
     'Access-Control-Max-Age': '600';
