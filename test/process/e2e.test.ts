@@ -61,7 +61,7 @@ test('an answered create and delete survive kill -9 of the server, ids exact', a
   );
   assert.equal(kept.status, 201, kept.text);
   assert.equal(kept.headers.get('location'), `/plants/${MAX}`);
-  assert.equal(kept.text, `{"id":${MAX},"name":"Max","tag":"big"}`);
+  assert.equal(kept.text, `{"id":${MAX},"name":"Max","tag":"big"}\n`);
   const gone = await send(first, token, 'POST', '/plants', '{"id":-42,"name":"Gone"}');
   assert.equal(gone.status, 201, gone.text);
   const deleted = await send(first, token, 'DELETE', '/plants/-42');
@@ -77,10 +77,10 @@ test('an answered create and delete survive kill -9 of the server, ids exact', a
   assert.match(afterDelete.text, /"error":40401/);
   const intact = await send(second, token, 'GET', `/plants/${MAX}`);
   assert.equal(intact.status, 200, intact.text);
-  assert.equal(intact.text, `{"id":${MAX},"name":"Max","tag":"big"}`);
+  assert.equal(intact.text, `{"id":${MAX},"name":"Max","tag":"big"}\n`);
   const listed = await send(second, token, 'GET', '/plants');
   assert.equal(listed.status, 200, listed.text);
-  assert.equal(listed.text, `[{"id":${MAX},"name":"Max","tag":"big"}]`);
+  assert.equal(listed.text, `[{"id":${MAX},"name":"Max","tag":"big"}]\n`);
   const again = await send(second, token, 'DELETE', '/plants/-42');
   assert.equal(again.status, 404, again.text);
 });
@@ -142,7 +142,7 @@ test('SIGTERM lets a request in flight finish before exiting 0', async (t) => {
   req.end(body.slice(10));
   const res = await answered;
   assert.equal(res.status, 201, res.text);
-  assert.equal(res.text, `{"id":${MAX},"name":"Late"}`);
+  assert.equal(res.text, `{"id":${MAX},"name":"Late"}\n`);
   const exit = await Promise.race([server.exited, sleep(5_000).then(() => 'timeout' as const)]);
   assert.deepEqual(exit, { code: 0, signal: null });
   assert.ok(server.logs.some((line) => line.msg === 'stopped'));

@@ -189,7 +189,7 @@ forEachBackend((backend) => {
       assert.equal(retry.headers.location, first.headers.location);
     }
     const listed = await send(servers[1]!.url, 'GET', '/plants', { token });
-    assert.equal(listed.text, `[${first.text}]`);
+    assert.equal(listed.text, `[${first.text.trimEnd()}]\n`);
     const { stdout } = await cli(['audit', '--json', ...db]);
     const creates = stdout.split('\n').filter((line) => line.includes('"action":"create"'));
     assert.equal(creates.length, 1, stdout);
@@ -202,12 +202,12 @@ forEachBackend((backend) => {
 
     const created = await send(servers[0].url, 'POST', '/plants', { token, body: plant });
     assert.equal(created.status, 201, created.text);
-    assert.equal(created.text, plant);
+    assert.equal(created.text, `${plant}\n`);
     // The other process sees it (and both have the token cached and a connection open).
     for (const server of servers) {
       const seen = await send(server.url, 'GET', `/plants/${id}`, { token });
       assert.equal(seen.status, 200, seen.text);
-      assert.equal(seen.text, plant);
+      assert.equal(seen.text, `${plant}\n`);
     }
 
     const answers = await Promise.all(
@@ -255,7 +255,7 @@ forEachBackend((backend) => {
     );
     assert.deepEqual(tally(answers), { 201: 1, 409: CONCURRENT - 1 });
     const winner = answers.findIndex((answer) => answer.status === 201);
-    assert.equal(answers[winner]!.text, bodies[winner]);
+    assert.equal(answers[winner]!.text, `${bodies[winner]}\n`);
     assert.equal(answers[winner]!.headers.location, `/plants/${id}`);
     for (const answer of answers) if (answer.status === 409) assertError(answer, 409, 40901);
 
@@ -263,10 +263,10 @@ forEachBackend((backend) => {
     for (const server of servers) {
       const read = await send(server.url, 'GET', `/plants/${id}`, { token });
       assert.equal(read.status, 200, read.text);
-      assert.equal(read.text, bodies[winner]);
+      assert.equal(read.text, `${bodies[winner]}\n`);
       const listed = await send(server.url, 'GET', '/plants', { token });
       assert.equal(listed.status, 200, listed.text);
-      assert.equal(listed.text, `[${bodies[winner]}]`);
+      assert.equal(listed.text, `[${bodies[winner]}]\n`);
     }
   });
 
@@ -319,7 +319,7 @@ forEachBackend((backend) => {
         send(primary.url, 'GET', '/plants/9223372036854775807', { token }),
       ),
     );
-    for (const read of reads) assert.deepEqual([read.status, read.text], [200, plant]);
+    for (const read of reads) assert.deepEqual([read.status, read.text], [200, `${plant}\n`]);
     const health = await send(primary.url, 'GET', '/healthz');
     assert.equal(health.status, 200, health.text);
     const requestLog = await requestLines(primary, [created, ...reads, health]);
