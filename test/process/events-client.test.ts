@@ -140,9 +140,9 @@ test('plantstore events tail: lines for people, --json exact, --after; Ctrl-C en
   await client.plants.delete(7n);
   assert.equal((await text.until(3))[2], '3  plant.deleted  7  Aloe  -');
   text.child.kill('SIGINT');
-  const [code] = (await new Promise((resolve) =>
-    text.child.once('exit', (...args) => resolve(args)),
-  )) as [number];
+  const code = await new Promise<number | null>((resolve) =>
+    text.child.once('exit', (exitCode) => resolve(exitCode)),
+  );
   assert.equal(code, 0);
 
   const json = tail(['--json', '--after', '1']);
