@@ -9,6 +9,12 @@ export const RECENT_EVENTS = 1024;
 /** With no wake-up, the log is looked at this often while anyone waits. */
 export const FEED_POLL_MS = 1000;
 
+/**
+ * Looks at the log start at most this often: under a burst of writes, one look takes the
+ * events of many, so that followers cost the writers a bounded number of reads a second.
+ */
+export const LOOK_EVERY_MS = 15;
+
 export interface EventFeedOptions {
   /** Streams and long polls open at once, at most; more are refused (503). */
   maxStreams?: number;
@@ -58,6 +64,9 @@ export class EventFeed {
   private started: Promise<void> | undefined;
   private refreshing: Promise<void> | undefined;
   private again = false;
+  private lastLook = -Infinity;
+  /** An append was heard while nobody waited: `head` may be behind the log. */
+  private stale = false;
   private readonly waiters = new Set<Waiter>();
   private open = 0;
   private closed = false;
@@ -92,6 +101,7 @@ export class EventFeed {
    */
   async after(after: bigint, limit: number): Promise<ChangeEvent[]> {
     await this.start();
+    if (this.stale) await this.refresh();
     if (after < this.floor) return (await this.page(after, limit)).events;
     const recent = this.recent;
     let low = 0;
@@ -124,6 +134,7 @@ export class EventFeed {
       const timer = setTimeout(() => done(false), ms);
       signal?.addEventListener('abort', aborted, { once: true });
       this.waiters.add(waiter);
+      if (this.stale) void this.refresh();
     });
   }
 
@@ -171,7 +182,12 @@ export class EventFeed {
       await this.settle();
       this.head = this.floor = await this.events.head();
       if (this.closed) return;
-      this.unsubscribe = this.events.onAppended(() => void this.refresh());
+      // Nobody waiting: the next read of the feed looks, not every append (a feed used once
+      // would otherwise read the log after every write for the rest of the process's life).
+      this.unsubscribe = this.events.onAppended(() => {
+        if (this.waiters.size > 0) void this.refresh();
+        else this.stale = true;
+      });
       this.timer = setInterval(() => {
         if (this.waiters.size > 0) void this.refresh();
       }, FEED_POLL_MS).unref();
@@ -182,7 +198,10 @@ export class EventFeed {
     return this.started;
   }
 
-  /** Reads what the log has after `head`, one look at a time (a wake-up during one: another). */
+  /**
+   * Reads what the log has after `head`, one look at a time (a wake-up during one: another),
+   * at most one every LOOK_EVERY_MS.
+   */
   private refresh(): Promise<void> {
     if (this.refreshing !== undefined) {
       this.again = true;
@@ -206,6 +225,10 @@ export class EventFeed {
   }
 
   private async readNewer(): Promise<void> {
+    const early = this.lastLook + LOOK_EVERY_MS - performance.now();
+    if (early > 0) await new Promise((resolve) => setTimeout(resolve, early));
+    this.lastLook = performance.now();
+    this.stale = false;
     await this.settle();
     for (;;) {
       const { events, horizon } = await this.events.read(this.head, EVENT_LIMITS.pageMax);
