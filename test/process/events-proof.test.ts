@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { parseJson } from '../../src/api/json.js';
-import { BACKENDS, type TestDatabase } from '../helpers/backends.js';
+import { forEachBackend, type TestDatabase } from '../helpers/backends.js';
 import { readEvents } from '../helpers/event-stream.js';
 import { cli, startServer } from '../helpers/server-process.js';
 
@@ -73,8 +73,8 @@ async function page(base: string, token: string, total: () => number | undefined
   return seen.map((event) => ({ position: event.position, type: event.type, id: event.data.id }));
 }
 
-for (const backend of BACKENDS) {
-  describe(backend.name, { skip: backend.skip, timeout: 180_000 }, () => {
+describe('the events proof', () => {
+  forEachBackend({ timeout: 180_000 }, (backend) => {
     it('writers on two processes, readers paging and streaming on both: every event once, in order', async (t) => {
       const db = await backend.fresh(t);
       const { urls, answering } = await servers(t, db);
@@ -168,4 +168,4 @@ for (const backend of BACKENDS) {
       assert.ok(p50 < 150, `p50 ${p50} ms`);
     });
   });
-}
+});
