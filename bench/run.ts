@@ -17,6 +17,7 @@ import { type BenchOptions, parseOptions, USAGE } from './harness/options.js';
 import { killAll, pinSelf, ROOT } from './harness/servers.js';
 import { startReasons } from './harness/validity.js';
 import { findWrk } from './harness/wrk.js';
+import { eventsPhase } from './phases/events.js';
 import type { Facts, PhaseContext } from './phases/facts.js';
 import { postgresPhase, sqlitePhase } from './phases/groups.js';
 import { historyPhase } from './phases/history.js';
@@ -151,6 +152,10 @@ async function main(): Promise<number> {
   if (options.only.length === 0 || options.only.some((part) => 'deliveries-audit'.includes(part))) {
     facts.history = await historyPhase(ctx);
     runReasons.push(...facts.history.problems.map((p) => `deliveries and audit: ${p}`));
+  }
+  if (phase('events')) {
+    facts.events = await eventsPhase(ctx);
+    runReasons.push(...facts.events.problems.map((p) => `events: ${p}`));
   }
   runReasons.push(...startReasons(facts.starts));
   const args = process.argv.slice(2).join(' ');

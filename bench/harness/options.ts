@@ -30,7 +30,8 @@ export const USAGE = `npm run bench -- [--quick] [--rounds N] [--turn SECONDS] [
                    getOne, /1 (one connection), tagList, client-ids, the webhook
                    rows for \`webhooks\` (the lag beside hung endpoints alone for
                    \`webhook-lag\`), the import rows for \`plants-import\`,
-                   deliveries and audit for \`deliveries-audit\`;
+                   deliveries and audit for \`deliveries-audit\`, the changes
+                   feed rows for \`events\`;
                    such a run never writes bench/RESULTS.md
 
 PostgreSQL rows use PLANTSTORE_BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test).

@@ -26,6 +26,19 @@ export function findWrk(): { version: string } | { missing: string } {
   return { version };
 }
 
+/**
+ * Why a test that needs wrk is skipped, or false when wrk is here. Under CI=true a missing
+ * wrk throws instead: CI installs it (.ci/run), so its absence there is a failure.
+ */
+export function wrkSkip(what: string): string | false {
+  const wrk = findWrk();
+  if (!('missing' in wrk)) return false;
+  if (process.env.CI === 'true') throw new Error(`${wrk.missing}: CI=true, so ${what} must run`);
+  const reason = `wrk is missing: ${what} is SKIPPED (apt-get install wrk)`;
+  process.stderr.write(`\n*** ${reason} ***\n\n`);
+  return reason;
+}
+
 /** How requests are made: see load.lua beside this file. */
 export interface LoadSpec {
   mode: 'static' | 'random' | 'walk';

@@ -38,6 +38,8 @@ export interface Facts {
   imports?: ImportFacts;
   /** Webhook deliveries and the audit trail read back, when the run made them. */
   history?: HistoryFacts;
+  /** The changes feed rows, when the run made them. */
+  events?: EventsFacts;
 }
 
 export interface WebhookFacts {
@@ -136,5 +138,44 @@ export interface HistoryRun {
 
 export interface HistoryFacts {
   runs: HistoryRun[];
+  problems: string[];
+}
+
+/** Creates with streams following ÷ with none (phases/events.ts), medians of the rounds. */
+export interface EventsCost {
+  streams: number;
+  /** Creates a second with the streams ÷ with none. */
+  rpsRatio: number;
+  /** CPU per create with none ÷ with the streams: above 1 is good, as in the wrk rows. */
+  cpuRatio: number;
+  /** The lowest and highest round of `cpuRatio`. */
+  cpuRange: [number, number];
+  createsPerSecond: number;
+  /** The server's CPU, and its PostgreSQL backends', per create, the sending included. */
+  cpuUsPerCreate: number;
+}
+
+/** One database's changes feed rows (phases/events.ts). */
+export interface EventsRun {
+  database: 'SQLite' | 'PostgreSQL';
+  /** Creates with no stream open (the feed used before, so it is started). */
+  alone: { createsPerSecond: number; cpuUsPerCreate: number; serverShare: number };
+  /** With 1 stream following, and with many. */
+  costs: EventsCost[];
+  /** Streams opened on a backlog: events each had, and each one's events a second. */
+  catchUp: { streams: number; events: number; perStreamPerSecond: number }[];
+  /** From a create's 201 at the client to its event on a stream, nearest rank. */
+  lag: { creates: number; arrived: number; p50ms: number; p99ms: number };
+  /** Cores' worth of CPU that neither the server, its backends, wrk nor this harness used. */
+  otherCores?: number;
+}
+
+export interface EventsFacts {
+  rounds: number;
+  turnSeconds: number;
+  /** Streams in the costlier turn. */
+  streams: number;
+  lagPaceMs: number;
+  runs: EventsRun[];
   problems: string[];
 }

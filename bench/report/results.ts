@@ -10,6 +10,7 @@ import type { Row } from '../rows/rows.js';
 import {
   historyTable,
   importsTable,
+  eventsTable,
   lagTable,
   reasonsList,
   resultsTable,
@@ -139,6 +140,25 @@ ${lagTable(lag)}
 `;
 }
 
+function eventsSection(facts: Facts): string {
+  const events = facts.events!;
+  return `## The changes feed
+
+A fresh plantstore server (SQLite with power durability, or PostgreSQL) with its defaults. wrk
+creates (64 connections, no id) for ${events.turnSeconds} s turns with no stream open, with 1 stream and
+with ${events.streams} streams following from the head of the log, in alternating order over ${events.rounds}
+rounds; each turn's CPU is the server's (and its PostgreSQL backends') from before the load until
+every stream has the turn's last event, so it holds the sending. Ratios are the median of the
+rounds' ratios. Then streams opened a few thousand events back, timed until each has them all;
+then ${events.runs[0]?.lag.creates ?? 0} creates one every ${events.lagPaceMs} ms and the lag from each 201 at the
+client to its event on one stream. The streams are read on the harness's core. The run is
+invalid when other processes used more than ${LIMITS.otherMax} cores meanwhile.
+
+${eventsTable(events)}
+
+`;
+}
+
 export function resultsMarkdown(rows: Row[], facts: Facts, meta: RunMeta): string {
   return `# Benchmark results
 
@@ -155,7 +175,7 @@ ${methodText(meta, facts)}
 
 ${resultsTable(rows)}
 
-${facts.webhookLag === undefined ? '' : lagSection(facts)}${facts.imports === undefined ? '' : importsSection(facts)}${facts.history === undefined ? '' : historySection(facts)}## Targets
+${facts.webhookLag === undefined ? '' : lagSection(facts)}${facts.imports === undefined ? '' : importsSection(facts)}${facts.history === undefined ? '' : historySection(facts)}${facts.events === undefined ? '' : eventsSection(facts)}## Targets
 
 ${targetsTable(rows, facts)}
 

@@ -1,6 +1,6 @@
 /** The tables of a run, in Markdown: results, validity, targets. Pure. */
 import type { Side } from '../harness/summary.js';
-import type { HistoryFacts, ImportFacts, LagFacts } from '../phases/facts.js';
+import type { EventsFacts, HistoryFacts, ImportFacts, LagFacts } from '../phases/facts.js';
 import { DATA_SETS } from '../rows/plan.js';
 import type { Row } from '../rows/rows.js';
 import { SCENARIOS } from '../rows/scenarios.js';
@@ -199,4 +199,51 @@ export function lagTable(lag: LagFacts): string {
     fmt(r.otherCores, 2),
   ]);
   return tableOf(head, lines);
+}
+
+/** The changes feed rows, one line per database and number of streams (phases/events.ts). */
+export function eventsTable(events: EventsFacts): string {
+  const head = [
+    'database',
+    'streams following',
+    'creates/s',
+    'CPU µs per create',
+    'creates/s ÷ none',
+    'CPU per create: none ÷ this',
+  ];
+  const lines = events.runs.flatMap((r) => [
+    [r.database, '0', fmt(r.alone.createsPerSecond), fmt(r.alone.cpuUsPerCreate, 1), '1', '1'],
+    ...r.costs.map((c) => [
+      r.database,
+      String(c.streams),
+      fmt(c.createsPerSecond),
+      fmt(c.cpuUsPerCreate, 1),
+      fmt(c.rpsRatio, 2),
+      `${fmt(c.cpuRatio, 2)} (rounds ${fmt(c.cpuRange[0], 2)} to ${fmt(c.cpuRange[1], 2)})`,
+    ]),
+  ]);
+  const catchUp = tableOf(
+    ['database', 'streams', 'events each', 'events/s through each', 'events/s in all'],
+    events.runs.flatMap((r) =>
+      r.catchUp.map((c) => [
+        r.database,
+        String(c.streams),
+        fmt(c.events),
+        fmt(c.perStreamPerSecond),
+        fmt(c.perStreamPerSecond * c.streams),
+      ]),
+    ),
+  );
+  const lag = tableOf(
+    ['database', 'creates', 'arrived', 'p50 ms', 'p99 ms', 'other load (cores)'],
+    events.runs.map((r) => [
+      r.database,
+      String(r.lag.creates),
+      String(r.lag.arrived),
+      fmt(r.lag.p50ms, 1),
+      fmt(r.lag.p99ms, 1),
+      fmt(r.otherCores, 2),
+    ]),
+  );
+  return `${tableOf(head, lines)}\n\n${catchUp}\n\n${lag}`;
 }
