@@ -617,8 +617,10 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
         const store = await open(t);
         for (let id = 1n; id <= 3n; id++) await store.plants.insert({ id, name: `p${id}` });
         const [oldest] = await store.audit.list({ limit: 1 });
-        // The audit clock is the store's own: let it pass the old entries' millisecond.
-        while (Date.now() <= oldest!.at.getTime() + 1) await setImmediate();
+        const [last] = await store.audit.list({ plantId: 3n, limit: 1 });
+        // The audit clock is the store's own: let it pass the millisecond of the last old
+        // entry (the three may span several), so that the newer one is written after them all.
+        while (Date.now() <= last!.at.getTime() + 1) await setImmediate();
         await store.plants.insert({ id: 4n, name: 'newer' });
         const newer = (await store.audit.list({ plantId: 4n, limit: 1 }))[0]!;
         assert.equal(await store.audit.prune(oldest!.at, 10), 0, 'none before the oldest');
