@@ -36,7 +36,7 @@ export default {
         'A cycle makes the import order decide what is defined when, and no file of the cycle ' +
         'can be read, tested or moved without the others.',
       severity: 'error',
-      from: { path: '^src/' },
+      from: { path: '^(src|bench)/' },
       to: { circular: true },
     },
     {

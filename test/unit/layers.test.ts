@@ -96,6 +96,12 @@ const PACKAGE_FIXTURE: Record<string, string> = {
     exports: './index.js',
   }),
   'node_modules/lossless-json/index.js': 'export const parse = 1;',
+  // The benchmark uses the product's code as any client would; a cycle of its own is refused.
+  'bench/run.ts':
+    "import { plant } from '../src/core/plant.js';\nimport { a } from './phases/bad-cycle-a.js';\n" +
+    'export const run = [plant, a];',
+  'bench/phases/bad-cycle-a.ts': "import { b } from './bad-cycle-b.js';\nexport const a = () => b;",
+  'bench/phases/bad-cycle-b.ts': "import { a } from './bad-cycle-a.js';\nexport const b = () => a;",
 };
 
 const EXPECTED = [
@@ -108,6 +114,7 @@ const EXPECTED = [
   'service-over-store-interface src/service/bad-store.ts',
   'service-knows-no-http src/service/bad-http.ts',
   'no-cycles src/service/bad-cycle-*.ts',
+  'no-cycles bench/phases/bad-cycle-*.ts',
   'http-types-only-from-store src/http/bad-value.ts',
   'http-over-service src/http/bad-store.ts',
   'nothing-imports-the-cli src/server/bad-cli.ts',
