@@ -17,7 +17,9 @@ async function linter(): Promise<ESLint> {
     default: Linter.Config[];
   };
   const untyped = config.default.filter(
-    (entry) => entry.languageOptions?.parserOptions?.['project'] === undefined,
+    (entry) =>
+      (entry.languageOptions?.parserOptions as { project?: unknown } | undefined)?.project ===
+      undefined,
   );
   return new ESLint({ cwd: ROOT, overrideConfigFile: true, overrideConfig: untyped });
 }
