@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { Keeper } from '../harness/turn.js';
-import { DEFAULT_SCOPES } from '../../src/core/scopes.js';
+import { DEFAULT_SCOPES, type Scope } from '../../src/core/scopes.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openStore, type StoreConfig } from '../../src/store/open.js';
 
@@ -41,6 +41,24 @@ export async function createTokens(
     await store.close();
   }
   writeFileSync(tokensFile, `${tokens.join('\n')}\n`);
+}
+
+/**
+ * One token with `scopes`, made the way `plantstore token create` makes it, the database
+ * migrated (a SQLite file created) first.
+ */
+export async function createToken(
+  config: StoreConfig,
+  name: string,
+  scopes: Scope[],
+): Promise<string> {
+  const store = await openStore({ ...config, durability: 'process' });
+  try {
+    return (await new TokenService(store.tokens).create({ name, scopes, expiresInMs: null }))
+      .token;
+  } finally {
+    await store.close();
+  }
 }
 
 /**

@@ -18,11 +18,9 @@
  */
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import type { Scope } from '../../src/core/scopes.js';
-import { TokenService } from '../../src/service/token-service.js';
-import { openStore, type StoreConfig } from '../../src/store/open.js';
+import type { StoreConfig } from '../../src/store/open.js';
 import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from '../data/postgres.js';
-import { createTokens } from '../data/seed.js';
+import { createToken, createTokens } from '../data/seed.js';
 import { cpuOf, cpuSince, machineCpu, treeCpuSeconds } from '../harness/cpu.js';
 import { type Server, type ServerSpec, startServer, stop } from '../harness/servers.js';
 import { median } from '../harness/summary.js';
@@ -152,18 +150,6 @@ async function caughtUp(streams: Stream[], position: bigint, ms = CATCH_UP_MS): 
   return true;
 }
 
-/** A token for the feed and for single creates, made by plantstore's own code. */
-async function feedToken(config: StoreConfig): Promise<string> {
-  const store = await openStore({ ...config, durability: 'process' });
-  try {
-    const scopes: Scope[] = ['plants:write', 'events:read'];
-    const input = { name: 'bench events', scopes, expiresInMs: null };
-    return (await new TokenService(store.tokens).create(input)).token;
-  } finally {
-    await store.close();
-  }
-}
-
 /** Creates a plant; when its 201 came, and its id. */
 async function create(url: string, token: string, name: string) {
   const response = await fetch(`${url}/plants`, {
@@ -274,7 +260,7 @@ function costOf(n: number, alone: Turn[], followed: Turn[]): EventsCost {
 }
 
 async function measure(ctx: PhaseContext, w: Where, o: EventsOptions, facts: EventsFacts) {
-  const token = await feedToken(w.config);
+  const token = await createToken(w.config, 'bench events', ['plants:write', 'events:read']);
   const server = await startServer(`plantstore events ${w.database}`, w.spec, ctx.at.serverCores);
   const problems: string[] = [];
   try {

@@ -18,10 +18,9 @@ import { once } from 'node:events';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { join } from 'node:path';
-import type { Scope } from '../../src/core/scopes.js';
-import { TokenService } from '../../src/service/token-service.js';
-import { openStore, type StoreConfig } from '../../src/store/open.js';
+import type { StoreConfig } from '../../src/store/open.js';
 import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from '../data/postgres.js';
+import { createToken } from '../data/seed.js';
 import { cpuOf, cpuSince, machineCpu, treeCpuSeconds } from '../harness/cpu.js';
 import { type Server, type ServerSpec, startServer, stop } from '../harness/servers.js';
 import { LIMITS } from '../harness/validity.js';
@@ -128,18 +127,6 @@ async function hungReceivers(count: number) {
   return { urls, connected, close };
 }
 
-/** A token for creates and subscriptions, made by plantstore's own code (the database too). */
-async function lagToken(config: StoreConfig): Promise<string> {
-  const store = await openStore({ ...config, durability: 'process' });
-  try {
-    const scopes: Scope[] = ['plants:write', 'webhooks:write'];
-    const input = { name: 'bench webhook lag', scopes, expiresInMs: null };
-    return (await new TokenService(store.tokens).create(input)).token;
-  } finally {
-    await store.close();
-  }
-}
-
 /** POSTs `body`; when the 201's headers came, and its body. Throws on another status. */
 async function created(server: Server, token: string, path: string, body: unknown) {
   const response = await fetch(server.url + path, {
@@ -164,7 +151,10 @@ interface Where {
 /** One measurement: a fresh server with the healthy endpoint and `hung` more. */
 async function lagRun(ctx: PhaseContext, w: Where, hung: number, o: LagOptions, facts: LagFacts) {
   const what = `${w.database}, ${hung} hung`;
-  const token = await lagToken(w.config);
+  const token = await createToken(w.config, 'bench webhook lag', [
+    'plants:write',
+    'webhooks:write',
+  ]);
   const healthy = await healthyReceiver();
   const bad = await hungReceivers(hung);
   let server: Server | undefined;
