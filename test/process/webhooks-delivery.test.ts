@@ -94,7 +94,9 @@ describe('webhooks', () => {
 
     it('delivers to a receiver that was down and came up', async (t) => {
       const { args } = await backend.fresh(t);
-      const schedule = ['--webhook-retry-schedule', '0s,0s,0s,0s,0s,0s,0s,0s,0s,0s'];
+      // Retries a second apart: the receiver is up before the next one. With retries at
+      // once, all ten could fail before it was (seen in CI: the message gave up, the test hung).
+      const schedule = ['--webhook-retry-schedule', '1s,1s,1s,1s,1s,1s,1s,1s,1s,1s'];
       const api = await serveWithWebhooks(
         t,
         args,
