@@ -192,6 +192,9 @@ interface Turn {
   cpuSeconds: number;
   errors: number;
   wrkCpuSeconds: number;
+  /** Shares of a core while wrk ran: the server's own, and wrk's with this harness's. */
+  serverShare: number;
+  loadShare: number;
 }
 
 /**
@@ -212,6 +215,7 @@ async function turn(
   try {
     const dbBefore = cpuOf(await w.backends?.(server.pid));
     const before = treeCpuSeconds(server.pid) ?? NaN;
+    const harness = process.cpuUsage();
     const wrk = await runWrk({
       url: server.url,
       connections: 64,
@@ -223,6 +227,9 @@ async function turn(
       seed: 1,
       ...(ctx.wrkCore !== undefined && { core: ctx.wrkCore }),
     });
+    const serverShare = ((treeCpuSeconds(server.pid) ?? NaN) - before) / wrk.seconds;
+    const used = process.cpuUsage(harness);
+    const loadShare = (wrk.cpuSeconds + (used.user + used.system) / 1e6) / wrk.seconds;
     at.head = await headOf(server.url, token, at.head);
     if (!(await caughtUp(streams, at.head))) {
       problems.push(`${w.database}, ${n} streams: not every stream had every event`);
@@ -238,6 +245,8 @@ async function turn(
       cpuSeconds,
       errors,
       wrkCpuSeconds: wrk.cpuSeconds,
+      serverShare,
+      loadShare,
     };
   } finally {
     for (const stream of streams) stream.socket.destroy();
@@ -256,6 +265,8 @@ function costOf(n: number, alone: Turn[], followed: Turn[]): EventsCost {
     cpuRange: [Math.min(...cpuRatios), Math.max(...cpuRatios)],
     createsPerSecond: median(followed.map(rps)),
     cpuUsPerCreate: median(followed.map(cpu)) * 1e6,
+    serverShare: median(followed.map((t) => t.serverShare)),
+    loadShare: median(followed.map((t) => t.loadShare)),
   };
 }
 
@@ -279,6 +290,14 @@ async function measure(ctx: PhaseContext, w: Where, o: EventsOptions, facts: Eve
       for (const n of round % 2 === 0 ? counts : [...counts].reverse()) {
         const t = await turn(ctx, w, server, token, n, o, at, problems);
         if (t.errors > 0) problems.push(`${w.database}, ${n} streams: ${t.errors} wrk errors`);
+        // A write that waits for fsync keeps no server busy; a busy load side may have set
+        // the pace instead of the server, as in the wrk rows (harness/validity.ts).
+        if (t.loadShare > LIMITS.wrkMax) {
+          problems.push(
+            `${w.database}, ${n} streams: wrk and the harness used ` +
+              `${Math.round(t.loadShare * 100)}% of their core (limit ${LIMITS.wrkMax * 100}%)`,
+          );
+        }
         turns.get(n)!.push(t);
         wrkCpu += t.wrkCpuSeconds;
       }
@@ -289,7 +308,8 @@ async function measure(ctx: PhaseContext, w: Where, o: EventsOptions, facts: Eve
       alone: {
         createsPerSecond: median(alone.map((t) => t.creates / t.seconds)),
         cpuUsPerCreate: median(alone.map((t) => t.cpuSeconds / t.creates)) * 1e6,
-        serverShare: median(alone.map((t) => t.cpuSeconds / t.seconds)),
+        serverShare: median(alone.map((t) => t.serverShare)),
+        loadShare: median(alone.map((t) => t.loadShare)),
       },
       costs: [1, o.streams].map((n) => costOf(n, alone, turns.get(n)!)),
       catchUp: [],

@@ -153,13 +153,16 @@ export interface EventsCost {
   createsPerSecond: number;
   /** The server's CPU, and its PostgreSQL backends', per create, the sending included. */
   cpuUsPerCreate: number;
+  /** Shares of a core while wrk ran: the server's own, and wrk's with the harness's. */
+  serverShare: number;
+  loadShare: number;
 }
 
 /** One database's changes feed rows (phases/events.ts). */
 export interface EventsRun {
   database: 'SQLite' | 'PostgreSQL';
   /** Creates with no stream open (the feed used before, so it is started). */
-  alone: { createsPerSecond: number; cpuUsPerCreate: number; serverShare: number };
+  alone: Omit<EventsCost, 'streams' | 'rpsRatio' | 'cpuRatio' | 'cpuRange'>;
   /** With 1 stream following, and with many. */
   costs: EventsCost[];
   /** Streams opened on a backlog: events each had, and each one's events a second. */

@@ -152,7 +152,9 @@ every stream has the turn's last event, so it holds the sending. Ratios are the 
 rounds' ratios. Then streams opened a few thousand events back, timed until each has them all;
 then ${events.runs[0]?.lag.creates ?? 0} creates one every ${events.lagPaceMs} ms and the lag from each 201 at the
 client to its event on one stream. The streams are read on the harness's core. The run is
-invalid when other processes used more than ${LIMITS.otherMax} cores meanwhile.
+invalid when other processes used more than ${LIMITS.otherMax} cores meanwhile, or when in a turn wrk
+and the harness used more than ${LIMITS.wrkMax * 100}% of their core (the load side, not the server,
+may have set the pace; a power-durable write waits for fsync, so the server is not expected busy).
 
 ${eventsTable(events)}
 
