@@ -297,6 +297,41 @@ forEachBackend(({ setup }) => {
     assert.equal(body<{ error: bigint }>(noEndpoint).error, 40403n);
   });
 
+  test('webhook ids sort in the order of their changes: the time first, then random', async (t) => {
+    const app = await webhookApp(setup, t);
+    const { token } = app;
+    const endpoint = body<Endpoint>(
+      await subscribe(app, token, { url: 'https://hooks.example.com/', events: ['plant.created'] }),
+    );
+    const plantToken = await app.newToken();
+    for (let i = 0; i < 8; i++) {
+      // Each create in a millisecond of its own: ids of one millisecond differ by chance only.
+      const before = Date.now();
+      while (Date.now() === before);
+      const created = await app.call({
+        method: 'POST',
+        url: '/plants',
+        token: plantToken,
+        json: `{"name":"plant ${i}"}`,
+      });
+      assert.equal(created.statusCode, 201);
+    }
+    assert.equal(await fanOutAll(app.store), 8);
+    const listed = await app.call({
+      method: 'GET',
+      url: `/webhooks/${endpoint.id}/deliveries`,
+      token,
+    });
+    const deliveries = body<{ webhookId: string; createdAt: string }[]>(listed).reverse();
+    assert.equal(deliveries.length, 8);
+    for (const [i, d] of deliveries.entries()) {
+      assert.match(d.webhookId, /^msg_[0-9a-f]{32}$/);
+      // A new id goes at the end of the UNIQUE index, not onto a random page of it.
+      assert.equal(parseInt(d.webhookId.slice(4, 16), 16), Date.parse(d.createdAt));
+      if (i > 0) assert.ok(d.webhookId > deliveries[i - 1]!.webhookId, `${i}: ${d.webhookId}`);
+    }
+  });
+
   test('rotate-secret shows a new secret once; the old one signs beside it for 24 hours', async (t) => {
     const app = await webhookApp(setup, t);
     const endpoint = body<Endpoint>(

@@ -9,7 +9,9 @@ import { WEBHOOK_CHANNEL } from './webhooks.js';
 // `targets` numbers their messages to be, in event then endpoint order, and the first $1 are
 // written. An event whose targets are all written is deleted; one cut off by $1 keeps where
 // its messages reached (`fanned_to`) for the next fan-out. All of it commits together, so a
-// crash at any point loses no event and writes no message twice. The events are deleted and
+// crash at any point loses no event and writes no message twice. A webhook id is the event's
+// Unix milliseconds in hex, then random digits, as on SQLite (sqlite/webhook-events.ts): each
+// new one goes at the end of the UNIQUE index, not onto a random page of it. The events are deleted and
 // updated by their keys (= ANY(ARRAY(...))), which only an index answers, whatever the
 // planner makes of a batch it cannot count in advance.
 const FAN_OUT = `WITH batch AS MATERIALIZED (
@@ -26,8 +28,10 @@ const FAN_OUT = `WITH batch AS MATERIALIZED (
   outboxed AS (
     INSERT INTO webhook_messages
       (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-    SELECT t.endpoint_id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), b.event_type,
-      b.payload, b.created_at, b.created_at
+    SELECT t.endpoint_id,
+      'msg_' || lpad(to_hex(floor(extract(epoch FROM b.created_at) * 1000)::bigint), 12, '0')
+        || right(replace(gen_random_uuid()::text, '-', ''), 20),
+      b.event_type, b.payload, b.created_at, b.created_at
     FROM targets t JOIN batch b ON b.id = t.event_id
     WHERE t.n <= $1::bigint
     ORDER BY t.n

@@ -15,10 +15,17 @@ import { batchedWrites } from './query.js';
 const TARGET = `e.id > ev.fanned_to AND e.id <= ev.endpoint_max AND e.enabled
   AND instr(' ' || e.events || ' ', ' ' || ev.event_type || ' ') > 0`;
 
-/** The messages of the events a WHERE clause on `ev` picks, one per endpoint `e` it targets. */
+/**
+ * The messages of the events a WHERE clause on `ev` picks, one per endpoint `e` it targets.
+ * A webhook id is the event's time (12 hex digits of its Unix milliseconds) and 80 random
+ * bits: unique as a random id is, and in time order, so each new id goes at the end of the
+ * UNIQUE index instead of onto a random page of it; random ids made every commit write a
+ * page of that index per message, more of them the more messages are kept.
+ */
 const WRITE_MESSAGES = `INSERT INTO webhook_messages
     (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-  SELECT e.id, 'msg_' || lower(hex(randomblob(16))), ev.event_type, ev.payload,
+  SELECT e.id, printf('msg_%012x', ev.created_at) || lower(hex(randomblob(10))),
+    ev.event_type, ev.payload,
     ev.created_at, ev.created_at
   FROM webhook_events ev JOIN webhook_endpoints e ON ${TARGET}`;
 
