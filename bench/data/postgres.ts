@@ -148,10 +148,11 @@ export class PostgresKeeper implements Keeper {
     ]);
   }
 
-  async clearOutbox(): Promise<void> {
-    await this.client.query(
-      'DELETE FROM webhook_attempts; DELETE FROM webhook_messages; DELETE FROM webhook_events;',
-    );
+  async clearOutbox(): Promise<number> {
+    await this.client.query('DELETE FROM webhook_attempts');
+    const messages = await this.client.query('DELETE FROM webhook_messages');
+    const events = await this.client.query('DELETE FROM webhook_events');
+    return (messages.rowCount ?? 0) + (events.rowCount ?? 0);
   }
 
   /** The schema is dropped by SeededSchema.drop, which closes the client. */

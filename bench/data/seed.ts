@@ -149,11 +149,12 @@ export class SqliteKeeper implements Keeper {
     this.checkpoint();
   }
 
-  async clearOutbox(): Promise<void> {
-    this.db.exec(
-      'DELETE FROM webhook_attempts; DELETE FROM webhook_messages; DELETE FROM webhook_events;',
-    );
+  async clearOutbox(): Promise<number> {
+    this.db.exec('DELETE FROM webhook_attempts');
+    const messages = this.db.prepare('DELETE FROM webhook_messages').run().changes;
+    const events = this.db.prepare('DELETE FROM webhook_events').run().changes;
     this.checkpoint();
+    return messages + events;
   }
 
   /**

@@ -33,8 +33,11 @@ export interface Keeper {
   refill(from: number, to: number): Promise<void>;
   /** Deletes the plants with an id above `plants`, but those clients chose in the seed. */
   trim(plants: number): Promise<void>;
-  /** Deletes every webhook event, message and attempt: what the writes of a turn made. */
-  clearOutbox(): Promise<void>;
+  /**
+   * Deletes every webhook event, message and attempt (what the writes of a turn made);
+   * answers how many events and messages there were.
+   */
+  clearOutbox(): Promise<number>;
   close(): Promise<void>;
 }
 
