@@ -9,11 +9,11 @@ import { WEBHOOK_CHANNEL } from './webhooks.js';
 // `targets` numbers their messages to be, in event then endpoint order, and the first $1 are
 // written. An event whose targets are all written is deleted; one cut off by $1 keeps where
 // its messages reached (`fanned_to`) for the next fan-out. All of it commits together, so a
-// crash at any point loses no event and writes no message twice. A webhook id is the event's
-// Unix milliseconds in hex, then random digits, as on SQLite (sqlite/webhook-events.ts): each
-// new one goes at the end of the UNIQUE index, not onto a random page of it. The events are deleted and
+// crash at any point loses no event and writes no message twice. The events are deleted and
 // updated by their keys (= ANY(ARRAY(...))), which only an index answers, whatever the
-// planner makes of a batch it cannot count in advance.
+// planner makes of a batch it cannot count in advance. A webhook id is the event's Unix
+// milliseconds in hex, then random digits, as on SQLite (sqlite/webhook-events.ts): each new
+// one goes at the end of the UNIQUE index, not onto a random page of it.
 const FAN_OUT = `WITH batch AS MATERIALIZED (
     SELECT id, event_type, payload, created_at, endpoint_max, fanned_to FROM webhook_events
     ORDER BY id
