@@ -19,7 +19,8 @@ const header = (name: string, description: string, schema: Json = { type: 'strin
 const HEADERS = [
   header(
     'webhook-id',
-    'Unique per message (`msg_` + 32 hex digits), the same on every attempt: deduplicate on it.',
+    'Unique per message (`msg_` + 32 hex digits, the first 12 the Unix milliseconds of the ' +
+      'change, so ids sort by time), the same on every attempt: deduplicate on it.',
   ),
   header(
     'webhook-timestamp',

@@ -6354,7 +6354,7 @@ export interface operations {
     parameters: {
       query?: never;
       header: {
-        /** @description Unique per message (`msg_` + 32 hex digits), the same on every attempt: deduplicate on it. */
+        /** @description Unique per message (`msg_` + 32 hex digits, the first 12 the Unix milliseconds of the change, so ids sort by time), the same on every attempt: deduplicate on it. */
         'webhook-id': string;
         /** @description Unix seconds of this attempt. Reject messages whose timestamp is far from your clock (Standard Webhooks suggests 5 minutes) to stop replays. */
         'webhook-timestamp': string;
@@ -6395,7 +6395,7 @@ export interface operations {
     parameters: {
       query?: never;
       header: {
-        /** @description Unique per message (`msg_` + 32 hex digits), the same on every attempt: deduplicate on it. */
+        /** @description Unique per message (`msg_` + 32 hex digits, the first 12 the Unix milliseconds of the change, so ids sort by time), the same on every attempt: deduplicate on it. */
         'webhook-id': string;
         /** @description Unix seconds of this attempt. Reject messages whose timestamp is far from your clock (Standard Webhooks suggests 5 minutes) to stop replays. */
         'webhook-timestamp': string;
@@ -6436,7 +6436,7 @@ export interface operations {
     parameters: {
       query?: never;
       header: {
-        /** @description Unique per message (`msg_` + 32 hex digits), the same on every attempt: deduplicate on it. */
+        /** @description Unique per message (`msg_` + 32 hex digits, the first 12 the Unix milliseconds of the change, so ids sort by time), the same on every attempt: deduplicate on it. */
         'webhook-id': string;
         /** @description Unix seconds of this attempt. Reject messages whose timestamp is far from your clock (Standard Webhooks suggests 5 minutes) to stop replays. */
         'webhook-timestamp': string;
