@@ -1,17 +1,16 @@
 import { type ChangeEvent, EVENT_LIMITS } from '../core/change-events.js';
 import { ApiError } from '../core/errors.js';
 import { type Log, silentLog } from '../core/log.js';
-import type { EventLog } from '../store/store.js';
-
-/** Events the feed keeps in memory, the newest, for the streams that are up to date. */
-export const RECENT_EVENTS = 1024;
+import type { EventLog, HandedEvents } from '../store/store.js';
+import { RecentEvents } from './recent-events.js';
 
 /** With no wake-up, the log is looked at this often while anyone waits. */
 export const FEED_POLL_MS = 1000;
 
 /**
- * Looks at the log start at most this often: under a burst of writes, one look takes the
- * events of many, so that followers cost the writers a bounded number of reads a second.
+ * Looks at the log start, and waiters are woken, at most this often: under a burst of
+ * writes, one look takes the events of many and a stream sends them in one write, so that
+ * followers cost the writers a bounded number of reads and wake-ups a second.
  */
 export const LOOK_EVERY_MS = 15;
 
@@ -50,21 +49,23 @@ interface Waiter {
  * wake-up (the store's, after a commit here or a NOTIFY or a new data_version from another
  * process; and once a second while anyone waits). The newest events are kept in memory, so a
  * thousand streams that are up to date cost one read of the database per change, not a
- * thousand. Counts the streams and long polls open, to refuse those past `maxStreams`.
+ * thousand; the events of this process's own commits, where the store hands them over
+ * (SQLite), cost none while they follow what the feed holds. Counts the streams and long
+ * polls open, to refuse those past `maxStreams`.
  */
 export class EventFeed {
   readonly maxStreams: number;
   readonly heartbeatMs: number;
   private readonly log: Log;
   private readonly settle: () => Promise<void>;
-  /** Every event above `floor` up to `head`, oldest first, at most RECENT_EVENTS of them. */
-  private recent: ChangeEvent[] = [];
-  private floor = 0n;
-  private head = 0n;
+  private readonly recent = new RecentEvents();
   private started: Promise<void> | undefined;
   private refreshing: Promise<void> | undefined;
   private again = false;
+  /** When the log was last looked at or the waiters last woken (performance.now()). */
   private lastLook = -Infinity;
+  /** A wake-up of the waiters put off until LOOK_EVERY_MS after the last. */
+  private wakeTimer: NodeJS.Timeout | undefined;
   /** An append was heard while nobody waited: `head` may be behind the log. */
   private stale = false;
   private readonly waiters = new Set<Waiter>();
@@ -102,16 +103,7 @@ export class EventFeed {
   async after(after: bigint, limit: number): Promise<ChangeEvent[]> {
     await this.start();
     if (this.stale) await this.refresh();
-    if (after < this.floor) return (await this.page(after, limit)).events;
-    const recent = this.recent;
-    let low = 0;
-    let high = recent.length;
-    while (low < high) {
-      const middle = (low + high) >>> 1;
-      if (recent[middle]!.position <= after) low = middle + 1;
-      else high = middle;
-    }
-    return recent.slice(low, low + limit);
+    return this.recent.after(after, limit) ?? (await this.page(after, limit)).events;
   }
 
   /**
@@ -120,7 +112,7 @@ export class EventFeed {
    */
   async waitBeyond(after: bigint, ms: number, signal?: AbortSignal): Promise<boolean> {
     await this.start();
-    if (this.head > after) return true;
+    if (this.recent.head > after) return true;
     if (this.closed || signal?.aborted) return false;
     return new Promise<boolean>((resolve) => {
       const done = (found: boolean) => {
@@ -172,6 +164,7 @@ export class EventFeed {
   close(): void {
     this.closed = true;
     clearInterval(this.timer);
+    clearTimeout(this.wakeTimer);
     this.unsubscribe?.();
     for (const waiter of [...this.waiters]) waiter.wake(false);
   }
@@ -180,14 +173,11 @@ export class EventFeed {
   private start(): Promise<void> {
     this.started ??= (async () => {
       await this.settle();
-      this.head = this.floor = await this.events.head();
+      this.recent.reset(await this.events.head());
       if (this.closed) return;
       // Nobody waiting: the next read of the feed looks, not every append (a feed used once
       // would otherwise read the log after every write for the rest of the process's life).
-      this.unsubscribe = this.events.onAppended(() => {
-        if (this.waiters.size > 0) void this.refresh();
-        else this.stale = true;
-      });
+      this.unsubscribe = this.events.onAppended((handed) => this.heard(handed));
       this.timer = setInterval(() => {
         if (this.waiters.size > 0) void this.refresh();
       }, FEED_POLL_MS).unref();
@@ -196,6 +186,57 @@ export class EventFeed {
       throw error;
     });
     return this.started;
+  }
+
+  /**
+   * An append heard of. The events handed by the store are taken as they are while streams or
+   * long polls are open and they follow `head` with nothing between; otherwise the log is
+   * read (now if anyone waits, else at the next wait: a feed used once must not read the log
+   * after every write for the rest of the process's life).
+   */
+  private heard(handed: HandedEvents | undefined): void {
+    const following = this.open > 0 || this.waiters.size > 0;
+    if (
+      handed !== undefined &&
+      following &&
+      !this.stale &&
+      this.refreshing === undefined &&
+      this.take(handed())
+    ) {
+      return;
+    }
+    if (this.waiters.size > 0) void this.refresh();
+    else this.stale = true;
+  }
+
+  /**
+   * Appends `events` if they follow `head` with nothing between (those at or below it are
+   * known already) and wakes the waiters soon; answers false, taking none, if one does not:
+   * another process committed in between, and only the log knows what.
+   */
+  private take(events: readonly ChangeEvent[]): boolean {
+    const fresh = this.recent.following(events);
+    if (fresh === undefined) return false;
+    if (fresh.length === 0) return true;
+    this.recent.append(fresh);
+    this.wakeSoon();
+    return true;
+  }
+
+  /** Wakes the waiters at the next timer, or LOOK_EVERY_MS after the last look or wake-up. */
+  private wakeSoon(): void {
+    if (this.wakeTimer !== undefined) return;
+    const early = Math.max(0, this.lastLook + LOOK_EVERY_MS - performance.now());
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = undefined;
+      this.lastLook = performance.now();
+      this.wakeWaiters();
+    }, early);
+  }
+
+  private wakeWaiters(): void {
+    const head = this.recent.head;
+    for (const waiter of [...this.waiters]) if (head > waiter.after) waiter.wake(true);
   }
 
   /**
@@ -231,24 +272,18 @@ export class EventFeed {
     this.stale = false;
     await this.settle();
     for (;;) {
-      const { events, horizon } = await this.events.read(this.head, EVENT_LIMITS.pageMax);
-      if (horizon > this.head) {
+      const head = this.recent.head;
+      const { events, horizon } = await this.events.read(head, EVENT_LIMITS.pageMax);
+      if (horizon > head) {
         // Pruned past what this process knew: what it holds is no longer all there is.
-        this.recent = [];
-        this.head = this.floor = horizon;
+        this.recent.reset(horizon);
         continue;
       }
       if (events.length === 0) break;
-      this.recent.push(...events);
-      this.head = events.at(-1)!.position;
-      const excess = this.recent.length - RECENT_EVENTS;
-      if (excess > 0) {
-        this.floor = this.recent[excess - 1]!.position;
-        this.recent = this.recent.slice(excess);
-      }
+      this.recent.append(events);
       if (events.length < EVENT_LIMITS.pageMax) break;
     }
-    for (const waiter of [...this.waiters]) if (this.head > waiter.after) waiter.wake(true);
+    this.wakeWaiters();
   }
 }
 

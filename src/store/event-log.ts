@@ -48,6 +48,15 @@ export interface EventLog {
    * after its commits, at most every 20 ms; SQLite: PRAGMA data_version, looked at every 50 ms
    * while a listener is registered). Answers the function that stops it. A hint only: readers
    * read the log (after `settle`) to know.
+   *
+   * Where the store knows the events of this process's commit without reading them back
+   * (SQLite, whose positions are final at commit), `handed` gives them, in position order;
+   * built only when called. They are the log's own entries, but another process may have
+   * committed between two of this process's commits: a reader may take them only where they
+   * follow, with nothing between, the last position it holds.
    */
-  onAppended(listener: () => void): () => void;
+  onAppended(listener: (handed?: HandedEvents) => void): () => void;
 }
+
+/** The events of one commit of this process, built when called (see EventLog.onAppended). */
+export type HandedEvents = () => readonly ChangeEvent[];

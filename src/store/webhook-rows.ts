@@ -135,25 +135,29 @@ export function finishedStatus(kind: 'delivered' | 'retry' | 'failed' | 'gone'):
   return 'pending';
 }
 
-/** The in-process wake-up of the dispatcher: fired after a commit that wrote a message. */
-export class MessageSignal {
-  private readonly listeners = new Set<() => void>();
+/**
+ * An in-process wake-up: the dispatcher's, fired after a commit that wrote a message; the
+ * changes feed's, fired after a commit that changed plants, with what the commit knows of
+ * its events (`T`).
+ */
+export class MessageSignal<T = void> {
+  private readonly listeners = new Set<(value: T) => void>();
 
   constructor(private readonly log: Log) {}
 
-  on(listener: () => void): () => void {
+  on(listener: (value: T) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
-  fire(): void {
+  fire(value: T): void {
     for (const listener of this.listeners) {
       // A listener that throws is its own bug: it must not turn a committed write into a
       // failed answer.
       try {
-        listener();
+        listener(value);
       } catch (error) {
-        this.log.error({ err: error }, 'a webhook wake-up listener failed');
+        this.log.error({ err: error }, 'a wake-up listener failed after a commit');
       }
     }
   }

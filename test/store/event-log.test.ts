@@ -93,6 +93,38 @@ forEachBackend((backend) => {
       assert.deepEqual((await store.events.read(positions.at(-1), 10)).events, []);
     });
 
+    it("hands this process's events over as the log reads them back, or none", async (t) => {
+      const { store } = await logDatabase(t, backend);
+      const handed: ChangeEvent[] = [];
+      let calls = 0;
+      const off = store.events.onAppended((events) => {
+        calls += 1;
+        if (events !== undefined) handed.push(...events());
+      });
+      t.after(off);
+      const fern = await store.plants.insert({ id: 3n, name: 'Fern "big"', tag: 'é\u0001' });
+      await store.plants.update(fern.id, { tag: null });
+      await assert.rejects(store.plants.insert({ id: fern.id, name: 'Twin' }), PlantExistsError);
+      await Promise.all([
+        store.plants.insert({ name: 'Aloe' }),
+        store.plants.delete(fern.id),
+        store.plants.insert({ name: 'Ivy', tag: 'shade' }),
+      ]);
+      await settle(store);
+      const read = await readAll(store);
+      assert.equal(read.length, 5);
+      // SQLite's positions are final at commit: each write that changed a plant hands its
+      // event over, exactly as read. PostgreSQL's are final only under the watermark: it
+      // hands none (and hears its own NOTIFY too), readers read.
+      if (backend.name === 'SQLite') {
+        assert.equal(calls, 5, 'one call per write that changed a plant');
+        assert.deepEqual(handed, read);
+      } else {
+        assert.ok(calls >= 5);
+        assert.deepEqual(handed, []);
+      }
+    });
+
     it('passes a prefix of the events older than the retention, and moves the horizon', async (t) => {
       const db = await logDatabase(t, backend);
       const { store } = db;

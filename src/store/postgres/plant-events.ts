@@ -109,7 +109,9 @@ export function postgresEventLog(
     settle: () => watermark.advance(),
     onAppended(listener) {
       listen();
-      const off = [written.on(listener), remote.on(listener)];
+      // Positions are final only under the watermark: nothing is handed over, readers read.
+      const heard = () => listener();
+      const off = [written.on(heard), remote.on(heard)];
       return () => off.forEach((stop) => stop());
     },
   };

@@ -13,6 +13,7 @@ import { sqlitePlants } from './plants.js';
 import { createPrivately, databaseFileExists } from './private-files.js';
 import { guard } from './query.js';
 import { sqliteTokens } from './tokens.js';
+import type { EventRow } from '../event-rows.js';
 import { MessageSignal } from '../webhook-rows.js';
 import { sqliteWebhookEvents } from './webhook-events.js';
 import { sqliteWebhookQueue } from './webhook-queue.js';
@@ -44,12 +45,13 @@ export function openSqliteStore(
   // retries); other processes' are found by polling.
   const events = new MessageSignal(log);
   const messages = new MessageSignal(log);
-  // The changes feed: fired after this process's commits that changed plants.
-  const appended = new MessageSignal(log);
+  // The changes feed: fired after this process's commits that changed plants, with their
+  // audit entries; and by the poll of other processes' commits, without.
+  const appended = new MessageSignal<readonly EventRow[] | undefined>(log);
   const plants = sqlitePlants(db, batches, {
     outbox: sqliteOutbox(db),
     wake: () => events.fire(),
-    appended: () => appended.fire(),
+    appended: (entries) => appended.fire(entries),
   });
   const tokens = sqliteTokens(db, batches);
   const audit = sqliteAudit(db, batches);

@@ -14,14 +14,15 @@ import { sqliteTime } from './webhooks.js';
 export const DATA_VERSION_POLL_MS = 50;
 
 /**
- * The log on SQLite. `appended` is fired by this process's plant writes after their commit;
- * other processes' commits are seen by PRAGMA data_version, which changes when another
- * connection has committed to the file, looked at while anyone listens.
+ * The log on SQLite. `appended` is fired by this process's plant writes after their commit,
+ * with their audit entries (handed to the listeners, who need not read them back); other
+ * processes' commits are seen by PRAGMA data_version, which changes when another connection
+ * has committed to the file, looked at while anyone listens.
  */
 export function sqliteEventLog(
   db: Database.Database,
   batches: GroupCommit,
-  appended: MessageSignal,
+  appended: MessageSignal<readonly EventRow[] | undefined>,
 ): EventLog {
   const write = batchedWrites(batches);
   const horizon = db.prepare('SELECT position FROM event_horizon').pluck();
@@ -60,9 +61,11 @@ export function sqliteEventLog(
         return passed.length;
       }),
     onAppended(listener) {
-      polling ??= new DataVersionPoll(db, () => appended.fire());
+      polling ??= new DataVersionPoll(db, () => appended.fire(undefined));
       polling.add();
-      const off = appended.on(listener);
+      const off = appended.on((entries) =>
+        listener(entries && (() => entries.map((entry) => toChangeEvent(entry, sqliteTime)))),
+      );
       return () => {
         off();
         polling?.remove();

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { AuditAction, WriteOrigin } from '../../core/audit.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
+import type { EventRow } from '../event-rows.js';
 import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
@@ -21,8 +22,11 @@ export interface PlantEvents {
   outbox: Outbox;
   /** Called once a write that recorded a webhook event has committed. */
   wake: () => void;
-  /** Called once a write that changed a plant (and so wrote its audit entry) has committed. */
-  appended: () => void;
+  /**
+   * Called once a write that changed a plant has committed, with the audit entries it wrote
+   * (the changes feed's events, in seq order).
+   */
+  appended: (entries: readonly EventRow[]) => void;
 }
 
 /**
@@ -35,20 +39,20 @@ export function sqlitePlants(
   { outbox, wake, appended }: PlantEvents,
 ): PlantStore {
   const batched = batchedWrites(batches);
-  // Counts the events a write records; read only after its batch committed.
-  const write = async <T>(work: (emit: Outbox) => T): Promise<T> => {
+  // Counts the webhook events a write records and keeps its audit entries; both read only
+  // after its batch committed.
+  const write = async <T>(work: (emit: Outbox, entries: EventRow[]) => T): Promise<T> => {
     let events = 0;
-    let changed = false;
+    const entries: EventRow[] = [];
     const value = await batched(() =>
       work((event, plant) => {
-        changed = true;
         const recorded = outbox(event, plant);
         events += recorded;
         return recorded;
-      }),
+      }, entries),
     );
     if (events > 0) wake();
-    if (changed) appended();
+    if (entries.length > 0) appended(entries);
     return value;
   };
   const reads = prepareReads(db);
@@ -56,8 +60,8 @@ export function sqlitePlants(
   const ids = sqlitePlantIds(db);
   return {
     insert: (plant: NewPlant, options: InsertOptions = {}) =>
-      write((emit) => {
-        const created = insert(writes, ids, plant, options);
+      write((emit, entries) => {
+        const created = insert(writes, ids, plant, options, entries);
         emit('plant.created', created);
         return created;
       }),
@@ -67,20 +71,20 @@ export function sqlitePlants(
     },
     list: async (query: PlantQuery) => list(reads, query),
     update: (id: bigint, change: PlantChange, { expected, by }: ConditionalWriteOptions = {}) =>
-      write((emit) => {
+      write((emit, entries) => {
         const before = currentPlant(reads, id, expected);
         if (before === undefined) return undefined;
         const after = applyChange(writes, id, change);
-        record(writes, 'update', id, before, after, by);
+        entries.push(record(writes, 'update', id, before, after, by));
         emit('plant.updated', after);
         return after;
       }),
     delete: (id: bigint, { expected, by }: ConditionalWriteOptions = {}) =>
-      write((emit) => {
+      write((emit, entries) => {
         const before = currentPlant(reads, id, expected);
         if (before === undefined) return false;
         writes.remove.run(id);
-        record(writes, 'delete', id, before, undefined, by);
+        entries.push(record(writes, 'delete', id, before, undefined, by));
         emit('plant.deleted', before);
         return true;
       }),
@@ -114,6 +118,7 @@ function currentPlant(
   return plant;
 }
 
+/** Writes the audit entry of a change; answers it as the changes feed reads it back. */
 function record(
   writes: Writes,
   action: AuditAction,
@@ -121,18 +126,28 @@ function record(
   before: Plant | undefined,
   after: Plant | undefined,
   by: WriteOrigin | undefined,
-) {
-  return writes.audit.run(
-    Date.now(),
+): EventRow {
+  const entry = {
+    action,
+    at: Date.now(),
+    plant_id: id,
+    before_name: before?.name ?? null,
+    before_tag: before?.tag ?? null,
+    after_name: after?.name ?? null,
+    after_tag: after?.tag ?? null,
+  };
+  const { lastInsertRowid } = writes.audit.run(
+    entry.at,
     action,
     id,
     by?.tokenId ?? null,
     by?.requestId ?? null,
-    before?.name ?? null,
-    before?.tag ?? null,
-    after?.name ?? null,
-    after?.tag ?? null,
+    entry.before_name,
+    entry.before_tag,
+    entry.after_name,
+    entry.after_tag,
   );
+  return { seq: BigInt(lastInsertRowid), ...entry };
 }
 
 /** A create, its audit entry and the settling of its key: run inside a write's savepoint. */
@@ -141,6 +156,7 @@ function insert(
   ids: PlantIds,
   plant: NewPlant,
   { by, idempotencyKey }: InsertOptions,
+  entries: EventRow[],
 ): StoredPlant {
   if (
     idempotencyKey &&
@@ -149,7 +165,7 @@ function insert(
     throw new KeyNotHeldError();
   }
   const created = create(writes, ids, plant);
-  record(writes, 'create', created.id, undefined, created, by);
+  entries.push(record(writes, 'create', created.id, undefined, created, by));
   if (idempotencyKey !== undefined) {
     const { tokenId, key } = idempotencyKey;
     const { id, name, tag, version } = created;

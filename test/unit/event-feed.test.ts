@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ChangeEvent } from '../../src/core/change-events.js';
+import { EventFeed } from '../../src/service/event-feed.js';
+import { RECENT_EVENTS } from '../../src/service/recent-events.js';
+import type { EventLog, EventPage, HandedEvents } from '../../src/store/store.js';
+
+// The feed against a log in memory: which appends it takes from the store's hand and which
+// send it to the log, counted by the log's reads. Nothing waits for a timer to run out: a
+// wake-up put off by LOOK_EVERY_MS is awaited as the promise it resolves.
+
+const event = (position: bigint): ChangeEvent => ({
+  position,
+  type: 'plant.created',
+  at: new Date(0),
+  data: `{"id":${position},"name":"p${position}"}`,
+});
+
+class MemoryLog implements EventLog {
+  readonly entries: ChangeEvent[] = [];
+  reads = 0;
+  readonly listeners = new Set<(handed?: HandedEvents) => void>();
+
+  async read(after: bigint | undefined, limit: number): Promise<EventPage> {
+    this.reads += 1;
+    const from = after ?? 0n;
+    return { events: this.entries.filter((e) => e.position > from).slice(0, limit), horizon: 0n };
+  }
+
+  async head(): Promise<bigint> {
+    return this.entries.at(-1)?.position ?? 0n;
+  }
+
+  async prune(): Promise<number> {
+    return 0;
+  }
+
+  onAppended(listener: (handed?: HandedEvents) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Commits `positions`; this process's commit hands them over, another's does not. */
+  commit(positions: bigint[], { here }: { here: boolean }): void {
+    const events = positions.map(event);
+    this.entries.push(...events);
+    this.entries.sort((a, b) => (a.position < b.position ? -1 : 1));
+    for (const listener of this.listeners) listener(here ? () => events : undefined);
+  }
+}
+
+/** A feed whose log holds `initial` events, started, with one stream open. */
+async function following(initial = 0n) {
+  const log = new MemoryLog();
+  for (let p = 1n; p <= initial; p++) log.commit([p], { here: false });
+  const feed = new EventFeed(log);
+  const release = feed.admit();
+  assert.deepEqual(await feed.after(initial, 10), []);
+  return { log, feed, release, readsBefore: log.reads };
+}
+
+const listenersOf = (log: MemoryLog) => [...log.listeners];
+
+const positions = (events: ChangeEvent[]) => events.map((e) => e.position);
+
+describe('the changes feed and the events the store hands over', () => {
+  it("takes this process's events that follow what it holds without reading the log", async () => {
+    const { log, feed, readsBefore } = await following(3n);
+    const woken = feed.waitBeyond(3n, 60_000);
+    log.commit([4n], { here: true });
+    log.commit([5n, 6n], { here: true });
+    assert.equal(await woken, true);
+    assert.deepEqual(positions(await feed.after(3n, 10)), [4n, 5n, 6n]);
+    assert.equal(log.reads, readsBefore, 'no read of the log');
+    feed.close();
+  });
+
+  it('reads the log when another process committed in between', async () => {
+    const { log, feed, readsBefore } = await following(3n);
+    const woken = feed.waitBeyond(3n, 60_000);
+    // Position 4 is another process's: its data_version poll has not fired yet.
+    log.entries.push(event(4n));
+    log.commit([5n], { here: true });
+    assert.equal(await woken, true);
+    assert.deepEqual(positions(await feed.after(3n, 10)), [4n, 5n]);
+    assert.ok(log.reads > readsBefore, 'the log was read');
+    feed.close();
+  });
+
+  it('ignores handed events it already read from the log', async () => {
+    const { log, feed } = await following(0n);
+    // Read from the log before this process's listener call came (a poll got there first).
+    log.entries.push(event(1n));
+    const woken = feed.waitBeyond(0n, 60_000);
+    log.commit([2n], { here: false });
+    assert.equal(await woken, true);
+    assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n]);
+    const reads = log.reads;
+    const late = (position: bigint) => () => [event(position)];
+    // The late call for 1, then this process's next commit: 1 is not appended twice.
+    for (const listener of listenersOf(log)) listener(late(1n));
+    const next = feed.waitBeyond(2n, 60_000);
+    log.commit([3n], { here: true });
+    assert.equal(await next, true);
+    assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n, 3n]);
+    assert.equal(log.reads, reads, 'taken from the hand');
+    feed.close();
+  });
+
+  it('with no stream or wait open, takes nothing handed and reads at the next wait', async () => {
+    const { log, feed, release } = await following(0n);
+    release();
+    log.commit([1n], { here: true });
+    log.commit([2n], { here: true });
+    const reads = log.reads;
+    assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n]);
+    assert.equal(log.reads, reads + 1, 'one read, at the next use');
+    feed.close();
+  });
+
+  it('keeps between RECENT_EVENTS and twice as many, and pages older ones from the log', async () => {
+    const { log, feed, readsBefore } = await following(0n);
+    const total = BigInt(3 * RECENT_EVENTS);
+    for (let p = 1n; p <= total; p++) log.commit([p], { here: true });
+    assert.equal(log.reads, readsBefore);
+    const newest = await feed.after(total - 10n, 100);
+    assert.deepEqual(
+      positions(newest),
+      [...Array(10).keys()].map((i) => total - 9n + BigInt(i)),
+    );
+    assert.equal(log.reads, readsBefore, 'the newest come from memory');
+    const oldest = await feed.after(0n, 5);
+    assert.deepEqual(positions(oldest), [1n, 2n, 3n, 4n, 5n]);
+    assert.equal(log.reads, readsBefore + 1, 'older than memory: a page of the log');
+    feed.close();
+  });
+});
