@@ -62,6 +62,8 @@ export class EventFeed {
   private started: Promise<void> | undefined;
   private refreshing: Promise<void> | undefined;
   private again = false;
+  /** A look has started and not read the log yet: it will read whatever commits meanwhile. */
+  private lookPending = false;
   /** When the log was last looked at or the waiters last woken (performance.now()). */
   private lastLook = -Infinity;
   /** A wake-up of the waiters put off until LOOK_EVERY_MS after the last. */
@@ -195,16 +197,11 @@ export class EventFeed {
    * after every write for the rest of the process's life).
    */
   private heard(handed: HandedEvents | undefined): void {
-    const following = this.open > 0 || this.waiters.size > 0;
-    if (
-      handed !== undefined &&
-      following &&
-      !this.stale &&
-      this.refreshing === undefined &&
-      this.take(handed())
-    ) {
-      return;
-    }
+    // A look that has not read yet reads this commit too: not `again` (under steady writes,
+    // looks would follow each other for good).
+    if (handed !== undefined && this.lookPending) return;
+    const takes = (this.open > 0 || this.waiters.size > 0) && !this.stale && !this.refreshing;
+    if (takes && handed !== undefined && this.take(handed())) return;
     if (this.waiters.size > 0) void this.refresh();
     else this.stale = true;
   }
@@ -257,6 +254,7 @@ export class EventFeed {
       })
       .finally(() => {
         this.refreshing = undefined;
+        this.lookPending = false;
         if (this.again && !this.closed) {
           this.again = false;
           void this.refresh();
@@ -266,11 +264,13 @@ export class EventFeed {
   }
 
   private async readNewer(): Promise<void> {
+    this.lookPending = true;
     const early = this.lastLook + LOOK_EVERY_MS - performance.now();
     if (early > 0) await new Promise((resolve) => setTimeout(resolve, early));
     this.lastLook = performance.now();
     this.stale = false;
     await this.settle();
+    this.lookPending = false;
     for (;;) {
       const head = this.recent.head;
       const { events, horizon } = await this.events.read(head, EVENT_LIMITS.pageMax);

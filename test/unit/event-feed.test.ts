@@ -100,10 +100,28 @@ describe('the changes feed and the events the store hands over', () => {
     // The late call for 1, then this process's next commit: 1 is not appended twice.
     for (const listener of listenersOf(log)) listener(late(1n));
     const next = feed.waitBeyond(2n, 60_000);
+    await new Promise((resolve) => setImmediate(resolve));
     log.commit([3n], { here: true });
     assert.equal(await next, true);
     assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n, 3n]);
     assert.equal(log.reads, reads, 'taken from the hand');
+    feed.close();
+  });
+
+  it('a look under way reads what commits before it reads, and takes no second look for it', async () => {
+    const { log, feed, readsBefore } = await following(0n);
+    const woken = feed.waitBeyond(0n, 60_000);
+    await new Promise((resolve) => setImmediate(resolve)); // waiting
+    log.commit([1n], { here: false }); // another process's: a look starts
+    log.commit([2n], { here: true }); // this process's, before the look has read
+    assert.equal(await woken, true);
+    await new Promise((resolve) => setImmediate(resolve)); // the look has ended
+    const next = feed.waitBeyond(2n, 60_000);
+    await new Promise((resolve) => setImmediate(resolve));
+    log.commit([3n], { here: true });
+    assert.equal(await next, true);
+    assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n, 3n]);
+    assert.equal(log.reads, readsBefore + 1, 'one look, then 3 from the hand');
     feed.close();
   });
 
