@@ -59,6 +59,9 @@ async function following(initial = 0n) {
   return { log, feed, release, readsBefore: log.reads };
 }
 
+/** Resolves after the current turn of the event loop: its promise callbacks have run. */
+const aTurn = () => new Promise((resolve) => setImmediate(resolve));
+
 const listenersOf = (log: MemoryLog) => [...log.listeners];
 
 const positions = (events: ChangeEvent[]) => events.map((e) => e.position);
@@ -100,7 +103,7 @@ describe('the changes feed and the events the store hands over', () => {
     // The late call for 1, then this process's next commit: 1 is not appended twice.
     for (const listener of listenersOf(log)) listener(late(1n));
     const next = feed.waitBeyond(2n, 60_000);
-    await new Promise((resolve) => setImmediate(resolve));
+    await aTurn();
     log.commit([3n], { here: true });
     assert.equal(await next, true);
     assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n, 3n]);
@@ -111,13 +114,13 @@ describe('the changes feed and the events the store hands over', () => {
   it('a look under way reads what commits before it reads, and takes no second look for it', async () => {
     const { log, feed, readsBefore } = await following(0n);
     const woken = feed.waitBeyond(0n, 60_000);
-    await new Promise((resolve) => setImmediate(resolve)); // waiting
+    await aTurn(); // waiting
     log.commit([1n], { here: false }); // another process's: a look starts
     log.commit([2n], { here: true }); // this process's, before the look has read
     assert.equal(await woken, true);
-    await new Promise((resolve) => setImmediate(resolve)); // the look has ended
+    await aTurn(); // the look has ended
     const next = feed.waitBeyond(2n, 60_000);
-    await new Promise((resolve) => setImmediate(resolve));
+    await aTurn();
     log.commit([3n], { here: true });
     assert.equal(await next, true);
     assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n, 3n]);
