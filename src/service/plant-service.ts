@@ -3,21 +3,16 @@ import type { WriteOrigin } from '../core/audit.js';
 import { ApiError } from '../core/errors.js';
 import { etagOf, type IfMatch, matches } from '../core/etag.js';
 import { type ClaimedKey, fingerprintOf, type KeptAnswer } from '../core/idempotency.js';
-import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../core/plant.js';
+import type { NewPlant, PlantChange, PlantQuery, StoredPlant } from '../core/plant.js';
 import {
   IdsExhaustedError,
   type IdempotencyStore,
   KeyNotHeldError,
   PlantChangedError,
   PlantExistsError,
+  type PlantListing,
   type PlantStore,
 } from '../store/store.js';
-
-export interface PlantPage {
-  plants: Plant[];
-  /** Cursor for the next page, when there may be one. */
-  next?: bigint;
-}
 
 /** A create's answer; `replayed` when it is the kept answer of an earlier request. */
 export interface Created {
@@ -130,13 +125,9 @@ export class PlantService {
     return (await this.store.get(id)) ?? notFound(id);
   }
 
-  /** One page, ascending by id; `next` is set only when a further page exists. */
-  async list(query: PlantQuery): Promise<PlantPage> {
-    // One row more than asked tells whether another page exists, without a count.
-    const rows = await this.store.list({ ...query, limit: query.limit + 1 });
-    if (rows.length <= query.limit) return { plants: rows };
-    const plants = rows.slice(0, query.limit);
-    return { plants, next: plants.at(-1)!.id };
+  /** One page, ascending by id, as its answer's JSON text (see PlantListing). */
+  list(query: PlantQuery): Promise<PlantListing> {
+    return this.store.list(query);
   }
 
   /**

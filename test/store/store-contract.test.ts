@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { setImmediate } from 'node:timers/promises';
+import fc from 'fast-check';
 import { INT64_MAX, INT64_MIN } from '../../src/core/int64.js';
 import {
   IDEMPOTENCY_KEY_TTL_MS,
@@ -17,6 +18,7 @@ import {
   type Store,
 } from '../../src/store/store.js';
 import { forEachBackend } from '../helpers/backends.js';
+import { listed } from '../helpers/listed.js';
 
 /**
  * The Store contract, independent of the database, on each backend of the loop: `open`
@@ -152,7 +154,7 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
       it('orders by id over negative and positive ids', async (t) => {
         const store = await open(t);
         await seed(store);
-        assert.deepEqual(ids(await store.plants.list({ limit: 100 })), [
+        assert.deepEqual(ids(await listed(store.plants, { limit: 100 })), [
           INT64_MIN,
           -3n,
           -1n,
@@ -166,7 +168,7 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
       it('returns the whole plant, without tag when it has none', async (t) => {
         const store = await open(t);
         await seed(store);
-        const plants = await store.plants.list({ limit: 100 });
+        const plants = await listed(store.plants, { limit: 100 });
         assert.deepEqual(plants[3], { id: 0n, name: 'p0' });
         assert.deepEqual(plants[1], { id: -3n, name: 'p-3', tag: 'green' });
       });
@@ -174,22 +176,22 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
       it('returns at most limit plants, the smallest ids first', async (t) => {
         const store = await open(t);
         await seed(store);
-        assert.deepEqual(ids(await store.plants.list({ limit: 2 })), [INT64_MIN, -3n]);
-        assert.deepEqual(ids(await store.plants.list({ limit: 1 })), [INT64_MIN]);
+        assert.deepEqual(ids(await listed(store.plants, { limit: 2 })), [INT64_MIN, -3n]);
+        assert.deepEqual(ids(await listed(store.plants, { limit: 1 })), [INT64_MIN]);
       });
 
       it('returns only ids strictly greater than after', async (t) => {
         const store = await open(t);
         await seed(store);
-        assert.deepEqual(ids(await store.plants.list({ limit: 100, after: -1n })), [
+        assert.deepEqual(ids(await listed(store.plants, { limit: 100, after: -1n })), [
           0n,
           5n,
           12n,
           INT64_MAX,
         ]);
-        assert.deepEqual(ids(await store.plants.list({ limit: 2, after: -4n })), [-3n, -1n]);
-        assert.deepEqual(ids(await store.plants.list({ limit: 100, after: INT64_MAX })), []);
-        assert.deepEqual(ids(await store.plants.list({ limit: 1, after: INT64_MIN })), [-3n]);
+        assert.deepEqual(ids(await listed(store.plants, { limit: 2, after: -4n })), [-3n, -1n]);
+        assert.deepEqual(ids(await listed(store.plants, { limit: 100, after: INT64_MAX })), []);
+        assert.deepEqual(ids(await listed(store.plants, { limit: 1, after: INT64_MIN })), [-3n]);
       });
 
       it('pages through every plant with after = the last id of the previous page', async (t) => {
@@ -198,7 +200,8 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
         const seen: bigint[] = [];
         let after: bigint | undefined;
         for (;;) {
-          const page = await store.plants.list(
+          const page = await listed(
+            store.plants,
             after === undefined ? { limit: 3 } : { limit: 3, after },
           );
           seen.push(...ids(page));
@@ -211,23 +214,57 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
       it('filters by tag, combined with after and limit', async (t) => {
         const store = await open(t);
         await seed(store);
-        assert.deepEqual(ids(await store.plants.list({ limit: 100, tag: 'red' })), [
+        assert.deepEqual(ids(await listed(store.plants, { limit: 100, tag: 'red' })), [
           INT64_MIN,
           -1n,
           5n,
           INT64_MAX,
         ]);
-        assert.deepEqual(ids(await store.plants.list({ limit: 2, tag: 'red', after: INT64_MIN })), [
-          -1n,
-          5n,
-        ]);
-        assert.deepEqual(ids(await store.plants.list({ limit: 100, tag: 'green' })), [-3n, 12n]);
-        assert.deepEqual(await store.plants.list({ limit: 100, tag: 'blue' }), []);
+        assert.deepEqual(
+          ids(await listed(store.plants, { limit: 2, tag: 'red', after: INT64_MIN })),
+          [-1n, 5n],
+        );
+        assert.deepEqual(ids(await listed(store.plants, { limit: 100, tag: 'green' })), [-3n, 12n]);
+        assert.deepEqual(await listed(store.plants, { limit: 100, tag: 'blue' }), []);
+      });
+
+      it('writes names and tags into the page as JSON.stringify does, whatever they hold', async (t) => {
+        const store = await open(t);
+        const text = fc
+          .string({ unit: 'binary', minLength: 1, maxLength: 12 })
+          .map((s) => s.replaceAll('\u0000', '0'));
+        const hard = fc.constantFrom(
+          '"',
+          '\\',
+          '\n\t\b\f\r',
+          '\u001f\u007f',
+          '\u2028\u2029',
+          '😀é',
+        );
+        let run = 0;
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(fc.oneof(text, hard), { minLength: 1, maxLength: 8 }),
+            async (names) => {
+              run += 1;
+              for (const [i, name] of names.entries()) {
+                const plant = { id: BigInt(run * 100 + i), name, tag: `run ${run} ${name}` };
+                await store.plants.insert(i % 2 === 0 ? plant : { id: plant.id, name });
+              }
+              // listed() compares the page's text with plantPayload of what it holds.
+              assert.equal(
+                (await listed(store.plants, { limit: 8, after: BigInt(run * 100 - 1) })).length,
+                Math.min(8, names.length),
+              );
+            },
+          ),
+          { numRuns: 25 },
+        );
       });
 
       it('returns an empty array on an empty store', async (t) => {
         const store = await open(t);
-        assert.deepEqual(await store.plants.list({ limit: 10 }), []);
+        assert.deepEqual(await listed(store.plants, { limit: 10 }), []);
       });
     });
 
@@ -260,7 +297,7 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
         });
         const read = await store.plants.get(3n);
         assert.deepEqual(shown(read), { id: 3n, name: 'fern' });
-        assert.deepEqual(ids(await store.plants.list({ limit: 10, tag: 'green' })), []);
+        assert.deepEqual(ids(await listed(store.plants, { limit: 10, tag: 'green' })), []);
       });
 
       it('with an empty change returns the plant unchanged', async (t) => {
@@ -296,7 +333,7 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
         await store.plants.insert({ id: 1n, name: 'other' });
         assert.equal(await store.plants.delete(INT64_MAX), true);
         assert.equal(await store.plants.get(INT64_MAX), undefined);
-        assert.deepEqual(ids(await store.plants.list({ limit: 10 })), [1n]);
+        assert.deepEqual(ids(await listed(store.plants, { limit: 10 })), [1n]);
       });
 
       it('returns false for a missing id, and for a second delete', async (t) => {
@@ -400,7 +437,7 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
       it('a list answers representations, without versions', async (t) => {
         const store = await open(t);
         await store.plants.insert({ id: 3n, name: 'Fern', tag: 'x' });
-        assert.deepEqual(await store.plants.list({ limit: 10 }), [
+        assert.deepEqual(await listed(store.plants, { limit: 10 }), [
           { id: 3n, name: 'Fern', tag: 'x' },
         ]);
       });
@@ -700,7 +737,7 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
           store.plants.insert({ id: 5n, name: 'c' }, { idempotencyKey: key }),
           KeyNotHeldError,
         );
-        assert.deepEqual(await store.plants.list({ limit: 10 }), [shown(first)]);
+        assert.deepEqual(await listed(store.plants, { limit: 10 }), [shown(first)]);
         assert.deepEqual(await store.idempotency.claim(claim({ at: later(1) })), {
           state: 'answered',
           answer: { status: 201, plant: first },

@@ -8,6 +8,7 @@ import { UNKNOWN_VERSION } from '../../src/store/rows.js';
 import { migrateSqlite } from '../../src/store/sqlite/migrate.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { SQLITE } from '../helpers/backends.js';
+import { listed } from '../helpers/listed.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // What only SQLite has: its migrations, its file and directory. The store contract runs on
@@ -112,7 +113,7 @@ describe('sqlite migrations', { skip: SQLITE.skip }, () => {
     const [a, b] = [await store.plants.get(1n), await store.plants.get(2n)];
     assert.ok(a !== undefined && b !== undefined);
     assert.notEqual(a.version, b.version);
-    assert.deepEqual(await store.plants.list({ limit: 10 }), [
+    assert.deepEqual(await listed(store.plants, { limit: 10 }), [
       { id: 1n, name: 'a' },
       { id: 2n, name: 'b', tag: 't' },
     ]);

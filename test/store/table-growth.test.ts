@@ -5,6 +5,7 @@ import { silentLog } from '../../src/core/log.js';
 import { Maintenance } from '../../src/service/maintenance.js';
 import type { Store } from '../../src/store/store.js';
 import { type Backend, forEachBackend } from '../helpers/backends.js';
+import { listed } from '../helpers/listed.js';
 
 // Every table that grows with writes stays bounded, counted in rows on both databases: what
 // deletes each one's rows does delete them (see docs/operating.md, "Tables and their growth").
@@ -157,7 +158,7 @@ forEachBackend((backend) => {
       it('plant_ids_taken: a maintenance round deletes the ids the sequence has passed', async (t) => {
         const { store, rows } = await growthDatabase(t, backend);
         for (let i = 0; i < 20; i++) await store.plants.insert({ name: 'server' });
-        const first = (await store.plants.list({ limit: 1 }))[0]!.id;
+        const first = (await listed(store.plants, { limit: 1 }))[0]!.id;
         await store.plants.insert({ id: first + 100n, name: 'ahead' });
         await store.plants.insert({ id: first - 50n, name: 'behind' });
         assert.equal(await rows('plant_ids_taken'), 22, 'one a create, server or client');

@@ -23,7 +23,8 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
       const tagParam = tag === undefined ? '' : `&tag=${encodeURIComponent(tag)}`;
       reply.header('link', `</plants?limit=${limit}&after=${page.next}${tagParam}>; rel="next"`);
     }
-    return page.plants;
+    // The page comes as its JSON text (PlantListing), which Fastify sends as it is.
+    return reply.type('application/json').send(page.json);
   });
 
   route(app, createPlant, async (request, reply) => {

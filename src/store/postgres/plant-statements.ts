@@ -41,6 +41,12 @@ const afterCreate = (drawn: string) => `audited AS (
 const LOCK_OLD = `old AS (SELECT ${STORED} FROM plants WHERE id = $1 FOR UPDATE)`;
 const unchanged = (n: number) => `AND old.version = $${n}::bigint`;
 
+/**
+ * A page of plants, and one row more, which tells whether another page follows. Rows, not the
+ * page's JSON text built in the query as on SQLite: PostgreSQL spent 440 µs of its CPU on a
+ * 100-plant page written with to_json and string_agg, against 130 µs for the rows (measured,
+ * bench/HISTORY.md), and the database is the part of a deployment that does not scale out.
+ */
 export const page = (where: string) =>
   `SELECT ${COLUMNS} FROM plants ${where} ORDER BY id LIMIT $1`;
 

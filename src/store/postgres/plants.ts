@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { WriteOrigin } from '../../core/audit.js';
-import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
+import type { NewPlant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
 import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
@@ -9,8 +9,10 @@ import {
   KeyNotHeldError,
   PlantChangedError,
   PlantExistsError,
+  type PlantListing,
   type PlantStore,
 } from '../store.js';
+import { plantPayload } from '../../core/webhooks/events.js';
 import type { Query, QueryOptions } from './query.js';
 import {
   STORED,
@@ -165,17 +167,19 @@ async function drawAndCreate(
   }
 }
 
-async function list(query: Query, { limit, after, tag }: PlantQuery): Promise<Plant[]> {
+async function list(query: Query, { limit, after, tag }: PlantQuery): Promise<PlantListing> {
   const [name, text, values] =
     tag === undefined
       ? after === undefined
-        ? ['plants.page', page(''), [limit]]
-        : ['plants.pageAfter', page('WHERE id > $2'), [limit, after.toString()]]
+        ? ['plants.page', page(''), [limit + 1]]
+        : ['plants.pageAfter', page('WHERE id > $2'), [limit + 1, after.toString()]]
       : after === undefined
-        ? ['plants.pageTag', page('WHERE tag = $2'), [limit, tag]]
-        : ['plants.pageTagAfter', page(TAG_AFTER), [limit, tag, after.toString()]];
+        ? ['plants.pageTag', page('WHERE tag = $2'), [limit + 1, tag]]
+        : ['plants.pageTagAfter', page(TAG_AFTER), [limit + 1, tag, after.toString()]];
   const { rows } = await query<PlantRow>(name, text, values);
-  return rows.map(toPlant);
+  const plants = rows.slice(0, limit).map(toPlant);
+  const json = `[${plants.map(plantPayload).join(',')}]`;
+  return rows.length > limit ? { json, next: plants.at(-1)!.id } : { json };
 }
 
 async function update(

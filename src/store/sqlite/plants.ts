@@ -2,18 +2,25 @@ import type Database from 'better-sqlite3';
 import type { AuditAction, WriteOrigin } from '../../core/audit.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
 import type { EventRow } from '../event-rows.js';
-import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
+import { type StoredPlantRow, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
   type InsertOptions,
   KeyNotHeldError,
   PlantChangedError,
   PlantExistsError,
+  type PlantListing,
   type PlantStore,
 } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
 import { type PlantIds, sqlitePlantIds } from './plant-ids.js';
-import { prepareReads, prepareWrites, type Reads, type Writes } from './plant-statements.js';
+import {
+  type PageRow,
+  prepareReads,
+  prepareWrites,
+  type Reads,
+  type Writes,
+} from './plant-statements.js';
 import { batchedWrites, guard, isSqliteError } from './query.js';
 import type { Outbox } from './webhooks.js';
 
@@ -91,7 +98,7 @@ export function sqlitePlants(
   };
 }
 
-function list(reads: Reads, { limit, after, tag }: PlantQuery): Plant[] {
+function list(reads: Reads, { limit, after, tag }: PlantQuery): PlantListing {
   const statement =
     tag === undefined
       ? after === undefined
@@ -100,8 +107,10 @@ function list(reads: Reads, { limit, after, tag }: PlantQuery): Plant[] {
       : after === undefined
         ? reads.pages.tag
         : reads.pages.tagAfter;
-  const rows = guard(() => statement.all({ limit, after, tag })) as PlantRow[];
-  return rows.map(toPlant);
+  const row = guard(() => statement.get({ limit, after, tag })) as PageRow;
+  return row.more === 0n || row.last === null
+    ? { json: row.json }
+    : { json: row.json, next: row.last };
 }
 
 /** The plant a conditional write acts on, read inside the write's own savepoint. */
