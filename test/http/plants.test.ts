@@ -406,6 +406,27 @@ forEachBackend(({ setup }) => {
     );
   });
 
+  test('each plant of a list page is, byte for byte, what GET /plants/{id} answers', async (t) => {
+    // The page's text comes from the store (PlantListing), a plant's from the schema's
+    // serializer: this holds the two to one shape.
+    const { call } = await setup(t);
+    const names = [
+      'plain',
+      'quote " back \\ slash',
+      'tab\t line\n\u0001\u001f\u007f',
+      '\u2028\u2029 😀 é',
+    ];
+    for (const [i, name] of names.entries()) {
+      const plant = i % 2 === 0 ? { id: i, name, tag: `${name} tag` } : { id: i, name };
+      assert.equal((await create(call, JSON.stringify(plant))).statusCode, 201);
+    }
+    const list = await call({ method: 'GET', url: '/plants' });
+    const singles = await Promise.all(
+      names.map((_, i) => call({ method: 'GET', url: `/plants/${i}` })),
+    );
+    assert.equal(list.body, `[${singles.map((res) => res.body.trimEnd()).join(',')}]\n`);
+  });
+
   test('GET /plants with no plants answers [] and no Link', async (t) => {
     const { call } = await setup(t);
     const res = await call({ method: 'GET', url: '/plants' });
