@@ -51,6 +51,7 @@ export const INVISIBLE_CHARACTERS = '\\s\\p{Cc}\\p{Cf}\\p{Default_Ignorable_Code
 
 /** Page of a keyset-paginated list: ids strictly greater than `after`, ascending. */
 export interface PlantQuery {
+  /** At least 1 (the API refuses less; SQLite would read LIMIT -1 as no limit). */
   limit: number;
   after?: bigint;
   tag?: string;

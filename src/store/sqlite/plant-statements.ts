@@ -22,10 +22,13 @@ export type Writes = Record<
 /**
  * A page of plants as one row: `json` the page as the list's JSON text (see PlantListing),
  * `last` its last id, `more` whether a plant follows it (one probe of the index). The array
- * takes the plants in the order the subquery yields them, its ORDER BY: SQLite feeds an
- * aggregate in that order (an ORDER BY inside json_group_array adds a sort: the statement took
- * 1.5 times as long in a loop); the store tests hold the order. SQLite's JSON escapes strings
- * as JSON.stringify does (test/helpers/listed.ts compares them on every page the tests list).
+ * takes the plants in the order the subquery yields them, its ORDER BY, which SQLite's
+ * documentation does not promise (it calls an aggregate's order arbitrary without an ORDER BY
+ * inside it) but its planner keeps: a subquery with a LIMIT runs as a co-routine that is
+ * neither merged nor reordered. An ORDER BY inside json_group_array would add a sort (the
+ * statement took 1.5 times as long in a loop); the store tests hold the order on every page.
+ * SQLite 3.53 (better-sqlite3's) escapes strings as JSON.stringify does; test/helpers/listed.ts
+ * compares every page the tests list, so another SQLite that differs fails them.
  */
 const pageOf = (where: string) => `SELECT json, last,
     EXISTS (SELECT 1 FROM plants ${where === '' ? 'WHERE' : `${where} AND`} id > last) AS more
