@@ -46,8 +46,8 @@ export interface ConditionalWriteOptions extends WriteOptions {
  * A page of plants as the JSON text of the list's answer: an array of plants in id order,
  * each as plantPayload (core/webhooks/events.ts) writes it, ids exact. SQLite builds it in the
  * query: one row instead of a row, an object and a BigInt per plant, and no serializer after
- * it, which cut the CPU of a 100-plant list by about 40% (bench/HISTORY.md). PostgreSQL reads the rows
- * and writes the text from them, which leaves the database's work as it was.
+ * it, which cut the CPU of a 100-plant list by about 40% (bench/HISTORY.md). PostgreSQL reads
+ * the rows and writes the text from them, which leaves the database's work as it was.
  */
 export interface PlantListing {
   json: string;

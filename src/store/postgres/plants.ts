@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { WriteOrigin } from '../../core/audit.js';
 import type { NewPlant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
+import { plantPayload } from '../../core/webhooks/events.js';
 import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
@@ -12,7 +13,6 @@ import {
   type PlantListing,
   type PlantStore,
 } from '../store.js';
-import { plantPayload } from '../../core/webhooks/events.js';
 import type { Query, QueryOptions } from './query.js';
 import {
   STORED,
