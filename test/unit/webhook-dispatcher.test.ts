@@ -330,6 +330,50 @@ describe('WebhookDispatcher', () => {
     assert.equal(sender.inFlight, 20);
   });
 
+  it("leaves a hung receiver's due backlog alone until its poll", async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const queue = new MemoryQueue();
+    queue.add(10, 1n);
+    // What the stores answer while a receiver hangs: its backlog is due, but past its share.
+    queue.nextDue = async () => NOW;
+    const hung = new ScriptedSender(
+      (_message, signal) =>
+        new Promise((resolve) =>
+          signal!.addEventListener('abort', () => resolve({ abandoned: true })),
+        ),
+    );
+    const made = new WebhookDispatcher({
+      queue,
+      sender: hung,
+      log: silentLog,
+      timeoutMs: 1000,
+      now: () => NOW,
+      pollMs: 1000,
+    });
+    made.start();
+    t.after(async () => {
+      t.mock.timers.reset();
+      await made.stop(0);
+    });
+    const claims = () => queue.calls.filter((call) => call.startsWith('claim')).length;
+    // Lets the loop run what it can without a timer firing.
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    await settle();
+    assert.equal(hung.inFlight, 1);
+    const first = claims();
+    for (let ms = 0; ms < 950; ms += 50) {
+      t.mock.timers.tick(50);
+      await settle();
+    }
+    assert.equal(claims(), first, 'no claim in the poll period');
+    t.mock.timers.tick(50);
+    await settle();
+    assert.equal(claims(), first + 1, 'one claim at the poll');
+    assert.equal(hung.sent.length, 1);
+  });
+
   it('abandons attempts still running after the grace period when stopped', async (t) => {
     const queue = new MemoryQueue();
     queue.add(1);
