@@ -13,18 +13,21 @@ export const listEvents = {
     'The changes feed: every plant write (create, update, delete) as an event, in one order ' +
     'that every reader sees the same way, so that a reader that has seen position `p` never ' +
     'later finds a new event below it. Two forms of the same log:\n\n' +
-    '- JSON pages (the default): `?after=<position>&limit=`, oldest first. `Link: <...>; ' +
+    '- JSON pages (the default): `?after=<position>&limit=`, oldest first (`after=now`: the ' +
+    'changes to come only). `Link: <...>; ' +
     'rel="next"` is always there and carries the cursor to go on from, also on an empty page: ' +
     'follow it to get what comes next. With `?wait=30s`, a page that would be empty waits up ' +
     'to that long for the next event (a long poll).\n' +
     '- `Accept: text/event-stream`: Server-Sent Events, one per change, `id:` the position, ' +
-    '`event:` the type, `data:` the plant; a heartbeat comment every ' +
+    '`event:` the type, `data:` the plant, after a first `id:` without an event, the ' +
+    'position it starts after; a heartbeat comment every ' +
     `${EVENT_LIMITS.heartbeatMs / 1000} s. Resume with \`Last-Event-ID\` (or \`?after=\`). The ` +
     'stream ends when the server shuts down: resume on any instance. A stream whose client ' +
     'stops reading is cut off after the send timeout.\n\n' +
     `Events are kept for \`--events-retention\` (${days(EVENT_LIMITS.retentionMs)} days by ` +
-    'default): a cursor below the oldest kept is `410` (41001), and the client must read ' +
-    '`GET /plants` again and follow the events from the oldest kept (no `after`). Each ' +
+    'default): a cursor below the oldest kept is `410` (41001), and the client must start ' +
+    'over: take the position of `after=now`, read `GET /plants` again, and follow the ' +
+    'events after that position. Each ' +
     'process serves `--max-event-streams` streams and long polls at once ' +
     `(${EVENT_LIMITS.maxStreams} by default); past it, \`503\` (50302) with \`Retry-After\`.`,
   tag: 'events',

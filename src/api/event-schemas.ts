@@ -52,11 +52,19 @@ const wait = `^(?:[1-9]|[1-5][0-9]|${EVENT_LIMITS.waitMaxSeconds})s$`;
 export const EventQuery = Type.Object(
   {
     after: Type.Optional(
-      Int64({
-        description:
-          'Cursor: only events with a higher position (0 or more). Absent: from the oldest ' +
-          'event kept. Below the oldest kept: `410`.',
-      }),
+      Type.Union(
+        [
+          Int64({ description: 'A position: the last event handled.' }),
+          Type.Literal('now', { description: 'The newest event now: only changes to come.' }),
+        ],
+        {
+          description:
+            'Cursor: only events with a higher position (0 or more). `now`: after the newest ' +
+            'event there is, so only changes from now on; the `Link` of the page, or the ' +
+            'first `id:` of the stream, says which position that was. Absent: from the oldest ' +
+            'event kept. Below the oldest kept: `410`.',
+        },
+      ),
     ),
     limit: Type.Optional(
       Type.Integer({

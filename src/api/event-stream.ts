@@ -36,8 +36,13 @@ export function parseLastEventId(header: string | string[] | undefined): bigint 
 export const eventFrame = ({ position, type, data }: ChangeEvent): string =>
   `id: ${position}\nevent: ${type}\ndata: ${data}\n\n`;
 
-/** The first bytes of a stream: a comment, so that the answer's head goes out at once. */
-export const STREAM_OPENING = ': plantstore events\n\n';
+/**
+ * The first bytes of a stream, so that the answer's head goes out at once: a comment, and the
+ * position it starts after as an `id:` with no data. That dispatches no event, but a reader
+ * takes it as its last event id (WHATWG HTML §9.2.6): an EventSource that reconnects before
+ * any event sends it as `Last-Event-ID`, so a stream asked from `now` resumes where it began.
+ */
+export const streamOpening = (after: bigint): string => `: plantstore events\nid: ${after}\n\n`;
 
 /** What an idle stream sends every heartbeat: a comment, which readers ignore. */
 export const HEARTBEAT = ': heartbeat\n\n';

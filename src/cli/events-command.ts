@@ -19,7 +19,7 @@ const FAILED = 1;
 const USAGE = 2;
 
 interface TailOptions extends ServerOptions {
-  after?: bigint;
+  after?: bigint | 'now';
   json?: boolean;
 }
 
@@ -40,15 +40,15 @@ export function eventsCommand(): Command {
   events
     .command('tail')
     .description(
-      'print every plant change as it happens, from the oldest kept or after --after, until Ctrl-C; resumes by itself when the connection ends',
+      'print every plant change as it happens, from the oldest kept or after --after (now: only those to come), until Ctrl-C; resumes by itself when the connection ends',
     )
     .addOption(urlOption())
     .addOption(tokenOption())
     .addOption(
       new Option(
         '--after <position>',
-        'start after this position (the last one handled)',
-      ).argParser(int64Argument('the position')),
+        'start after this position (the last one handled), or now',
+      ).argParser((text) => (text === 'now' ? 'now' : int64Argument('the position')(text))),
     )
     .addOption(new Option('--json', 'one JSON object per line (ids exact) instead of text'))
     .action(async (options: TailOptions) => {
@@ -56,7 +56,7 @@ export function eventsCommand(): Command {
       const stop = new AbortController();
       process.once('SIGINT', () => stop.abort());
       try {
-        if (options.after !== undefined && options.after < 0n) {
+        if (typeof options.after === 'bigint' && options.after < 0n) {
           throw new UsageError('the position must be 0 or more');
         }
         const client = clientOf(options);

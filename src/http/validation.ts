@@ -57,7 +57,7 @@ function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce
     for (const [key, property] of properties) {
       const raw = out[key];
       if (typeof raw !== 'string') continue;
-      if (describesInt64(property)) out[key] = parseInt64(raw) ?? raw;
+      if (takesInt64(property)) out[key] = parseInt64(raw) ?? raw;
       else if ((property as { type?: unknown }).type === 'integer' && DECIMAL.test(raw)) {
         out[key] = Number(raw);
       }
@@ -65,6 +65,12 @@ function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce
     return out;
   };
 }
+
+/** An int64, or a choice of which one is an int64 (`after`: a position or `now`). */
+const takesInt64 = (schema: unknown): boolean =>
+  describesInt64(schema) ||
+  ((schema as { anyOf?: unknown }).anyOf instanceof Array &&
+    (schema as { anyOf: unknown[] }).anyOf.some(describesInt64));
 
 /** The keywords an id's schema may have for the fast path below to stand in for it. */
 const PLAIN_INT64_KEYS = new Set(['type', 'format', 'description']);

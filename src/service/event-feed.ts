@@ -37,11 +37,8 @@ export interface FeedPage {
   next: bigint;
 }
 
-interface Waiter {
-  after: bigint;
-  /** true: an event after `after` is known; false: stop waiting (the feed is closing). */
-  wake: (found: boolean) => void;
-}
+/** `wake(true)`: an event after `after` is known; `wake(false)`: stop waiting (closing). */
+type Waiter = { after: bigint; wake: (found: boolean) => void };
 
 /**
  * The changes feed (GET /events) over the store's log: pages read from the database, and, for
@@ -96,6 +93,12 @@ export class EventFeed {
     if (after !== undefined && after < horizon) throw gone(after, horizon);
     const start = after ?? horizon;
     return { start, events, next: events.at(-1)?.position ?? start };
+  }
+
+  /** The newest position, every event committed before the call readable (`after=now`). */
+  async head(): Promise<bigint> {
+    await this.settle();
+    return this.events.head();
   }
 
   /**

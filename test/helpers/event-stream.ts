@@ -18,6 +18,13 @@ export interface EventReader {
   ended: Promise<'ended' | 'cut'>;
   /** Every comment line so far. */
   comments: string[];
+  /**
+   * The reader's last event id once the stream has set one (an `id:` field, with an event or
+   * without), waiting up to `ms` for it: where an EventSource would resume.
+   */
+  lastEventId(ms?: number): Promise<string>;
+  /** The first `id:` the stream sent (its opening: the position it starts after). */
+  firstId(ms?: number): Promise<string>;
   close(): void;
 }
 
@@ -40,6 +47,8 @@ export async function readEvents(
   });
   const events: StreamEvent[] = [];
   const comments: string[] = [];
+  let lastId: string | undefined;
+  let firstId: string | undefined;
   let wake: () => void = () => undefined;
   let finished = false;
   const ended = (async (): Promise<'ended' | 'cut'> => {
@@ -55,6 +64,10 @@ export async function readEvents(
           const line = buffer.slice(0, newline);
           buffer = buffer.slice(newline + 1);
           if (line === '') {
+            if (current.id !== undefined) {
+              firstId ??= current.id;
+              lastId = current.id;
+            }
             if (current.data !== undefined) {
               events.push({
                 id: current.id ?? '',
@@ -112,6 +125,14 @@ export async function readEvents(
     async heartbeat(ms = 10_000) {
       const seen = comments.filter((c) => c === ': heartbeat').length;
       await until(() => comments.filter((c) => c === ': heartbeat').length > seen, 'heartbeat', ms);
+    },
+    async lastEventId(ms = 10_000) {
+      await until(() => lastId !== undefined, 'id', ms);
+      return lastId!;
+    },
+    async firstId(ms = 10_000) {
+      await until(() => firstId !== undefined, 'id', ms);
+      return firstId!;
     },
     close: () => abort.abort(),
   };

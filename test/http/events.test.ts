@@ -188,6 +188,64 @@ forEachBackend(({ setup }) => {
     assert.match((await after.take(1))[0]!.data, /"name":"Third"/);
   });
 
+  test('after=now: only the changes to come, from the position it answers', async (t) => {
+    const app = await feedApp(setup, t, { events: { heartbeatMs: 300 } });
+    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+    for (const name of ['a', 'b']) await app.create({ name });
+    const head = body<Event[]>(await app.call('/events')).at(-1)!.position;
+
+    const now = await app.call('/events?after=now&limit=5');
+    assert.equal(now.statusCode, 200);
+    assert.deepEqual(body(now), []);
+    assert.equal(nextOf(now.headers.link), `/events?after=${head}&limit=5`);
+    await app.create({ name: 'c' });
+    const followed = body<Event[]>(await app.call(nextOf(now.headers.link)!));
+    assert.deepEqual(
+      followed.map((event) => event.data.name),
+      ['c'],
+    );
+
+    // A long poll from now answers with changes made after it began, never c: plants are
+    // created until it answers (it may begin after the first of them).
+    let answered = false;
+    const waiting = app.call('/events?after=now&wait=30s').finally(() => (answered = true));
+    const later: string[] = [];
+    while (!answered) {
+      later.push(`d${later.length}`);
+      await app.create({ name: later.at(-1)! });
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const waited = body<Event[]>(await waiting);
+    assert.ok(waited.length > 0, 'the long poll answered with events');
+    for (const event of waited) assert.ok(later.includes(event.data.name), event.data.name);
+    const latest = body<Event[]>(await app.call(`/events?after=${head}&limit=1000`)).at(-1)!;
+
+    // A stream opens with the position it starts after: where a reader resumes.
+    const stream = await readEvents(t, `${base}/events?after=now`, app.token);
+    assert.equal(await stream.firstId(), String(latest.position));
+    await app.create({ name: 'e' });
+    const [live] = await stream.take(1);
+    assert.match(live!.data, /"name":"e"/);
+    assert.equal(await stream.lastEventId(), live!.id);
+    // Last-Event-ID, a stream resumed, wins over `now`.
+    const resumed = await readEvents(t, `${base}/events?after=now`, app.token, {
+      'last-event-id': String(head),
+    });
+    assert.equal(await resumed.firstId(), String(head));
+    assert.deepEqual(
+      (await resumed.take(later.length + 2)).map((event) => /"name":"(\w+)"/.exec(event.data)?.[1]),
+      ['c', ...later, 'e'],
+    );
+    const fromOldest = await readEvents(t, `${base}/events`, app.token);
+    assert.equal(await fromOldest.firstId(), '0');
+
+    for (const query of ['after=Now', 'after=now1', 'after=', 'after=later']) {
+      const res = await app.call(`/events?${query}`);
+      assert.equal(res.statusCode, 400, query);
+      assert.equal(body<{ error: bigint }>(res).error, 40002n, query);
+    }
+  });
+
   test('past --max-event-streams, 503 with Retry-After; closing the app ends the streams', async (t) => {
     const app = await feedApp(setup, t, { events: { maxStreams: 2 } });
     const base = await app.app.listen({ host: '127.0.0.1', port: 0 });

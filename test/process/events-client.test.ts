@@ -157,4 +157,47 @@ test('plantstore events tail: lines for people, --json exact, --after; Ctrl-C en
   });
   assert.equal(refused.code, 2);
   assert.match(refused.stderr, /the position is written without leading zeros/);
+
+  // From now: plants are created until a line comes; it is one of them, never Fern or Aloe.
+  const fromNow = tail(['--after', 'now']);
+  let printed = false;
+  const line = fromNow.until(1).finally(() => (printed = true));
+  const later: string[] = [];
+  while (!printed) {
+    later.push(`later${later.length}`);
+    await client.plants.create({ name: later.at(-1)! });
+  }
+  assert.match(
+    (await line)[0]!,
+    new RegExp(`^\\d+  plant\\.created  \\d+  (${later.join('|')})  -$`),
+  );
 });
+
+for (const mode of ['stream', 'poll'] as const) {
+  test(`events({ after: 'now' }) (${mode}): only the changes made after it began`, async (t) => {
+    const { token, server } = await feedServer(t);
+    const client = createClient({ baseUrl: server.url, token });
+    for (const name of ['a', 'b']) await client.plants.create({ name });
+    const stop = new AbortController();
+    t.after(() => stop.abort());
+    const feed = client.events({ mode, after: 'now', signal: stop.signal });
+    let yielded = false;
+    const first = take(feed, 1).finally(() => (yielded = true));
+    // The feed may begin after the first of these: it yields one of them, never a or b.
+    const later: string[] = [];
+    while (!yielded) {
+      later.push(`later${later.length}`);
+      await client.plants.create({ name: later.at(-1)! });
+    }
+    const [event] = await first;
+    assert.ok(event !== undefined);
+    assert.ok(later.includes(event.data.name), event.data.name);
+    const next = later.indexOf(event.data.name) + 1;
+    await client.plants.create({ name: 'last' });
+    const rest = await take(feed, later.length - next + 1);
+    assert.deepEqual(
+      rest.map((e) => e.data.name),
+      [...later.slice(next), 'last'],
+    );
+  });
+}

@@ -191,6 +191,53 @@ test('the generic request is typed from the document and returns status and head
   assert.equal((await client.request('get', '/docs')).data, '<html></html>');
 });
 
+test('events after now: asks for now once, then resumes where the server said it stood', async () => {
+  const stop = new AbortController();
+  const opening = ': plantstore events\nid: 41\n\n';
+  const event = 'id: 42\nevent: plant.created\ndata: {"id":9223372036854775807,"name":"Fern"}\n\n';
+  const stream = fake([
+    // Opened from now at 41, then cut before any event; resumed after 41, an event comes.
+    { status: 200, body: opening, headers: { 'content-type': 'text/event-stream' } },
+    { status: 200, body: `: plantstore events\nid: 41\n\n${event}` },
+  ]);
+  const feed = stream.client.events({ after: 'now', signal: stop.signal, backoffMs: 1 });
+  const first = await feed.next();
+  assert.deepEqual(first.value, {
+    position: 42n,
+    type: 'plant.created',
+    data: { id: 9223372036854775807n, name: 'Fern' },
+  });
+  stop.abort();
+  assert.equal(new URL(stream.sent[0]!.url).searchParams.get('after'), 'now');
+  assert.equal(stream.sent[0]!.headers['last-event-id'], undefined);
+  assert.equal(new URL(stream.sent[1]!.url).searchParams.get('after'), null);
+  assert.equal(stream.sent[1]!.headers['last-event-id'], '41');
+
+  const pages = fake([
+    // An empty page from now whose Link says 41, then the server is unavailable a moment.
+    {
+      status: 200,
+      body: '[]',
+      headers: { link: '</events?after=41&limit=1000&wait=30s>; rel="next"' },
+    },
+    refusal(503, 50301, { 'retry-after': '1' }),
+    {
+      status: 200,
+      body: '[{"position":42,"type":"plant.created","at":"2030-01-01T00:00:00.000Z","data":{"id":7,"name":"Aloe"}}]',
+      headers: { link: '</events?after=42&limit=1000&wait=30s>; rel="next"' },
+    },
+  ]);
+  const stopPolling = new AbortController();
+  const polled = pages.client.events({ after: 'now', mode: 'poll', signal: stopPolling.signal });
+  const got = await polled.next();
+  stopPolling.abort();
+  assert.equal((got.value as { position: bigint }).position, 42n);
+  assert.deepEqual(
+    pages.sent.map((sent) => new URL(sent.url).searchParams.get('after')),
+    ['now', '41', '41'],
+  );
+});
+
 // Compile-time checks: `npm run typecheck` fails if the generated types stop holding.
 export function typeChecks(client: ReturnType<typeof createClient>): void {
   void (async () => {

@@ -17,8 +17,11 @@ export interface FeedEvent {
 }
 
 export interface EventsOptions {
-  /** Start after this position (the last one handled); from the oldest kept if absent. */
-  after?: bigint;
+  /**
+   * Start after this position (the last one handled); `'now'`: with the changes made from
+   * now on only; from the oldest kept if absent.
+   */
+  after?: bigint | 'now';
   /** `stream` (Server-Sent Events, the default) or `poll` (pages, long polled). */
   mode?: 'stream' | 'poll';
   /** Ends the iteration (and the connection) when aborted. */
@@ -35,6 +38,12 @@ export interface EventsOptions {
 }
 
 const DATA_SHAPE = int64Shapes['GET /events']?.['200']?.items?.properties?.data;
+
+/**
+ * What a connection yields: an event, or the position it stands at without one (the start of
+ * a stream, the cursor of an empty page), so that a resume after `now` goes on from there.
+ */
+type Step = FeedEvent | { cursor: bigint };
 
 /** An error to give up on: anything but the server being busy, gone for a moment, or cut off. */
 function fatal(error: unknown): boolean {
@@ -70,10 +79,14 @@ export async function* events(
         mode === 'poll'
           ? poll(requests, position, signal)
           : stream(requests, position, signal, timing.idleTimeoutMs ?? 45_000);
-      for await (const event of batches) {
+      for await (const step of batches) {
         failures = 0;
-        position = event.position;
-        yield event;
+        if ('cursor' in step) {
+          position = step.cursor;
+          continue;
+        }
+        position = step.position;
+        yield step;
       }
     } catch (error) {
       if (signal?.aborted) return;
@@ -94,10 +107,10 @@ export async function* events(
 /** One connection of the stream; ends when the server ends it. */
 async function* stream(
   requests: Requests,
-  after: bigint | undefined,
+  after: bigint | 'now' | undefined,
   signal: AbortSignal | undefined,
   idleTimeoutMs: number,
-): AsyncGenerator<FeedEvent, void, undefined> {
+): AsyncGenerator<Step, void, undefined> {
   const { options } = requests;
   const abort = new AbortController();
   const stop = () => abort.abort();
@@ -111,10 +124,10 @@ async function* stream(
     awake();
     const headers = requestHeaders(options, {
       accept: 'text/event-stream',
-      ...(after !== undefined && { 'last-event-id': after.toString() }),
+      ...(typeof after === 'bigint' && { 'last-event-id': after.toString() }),
     });
     const response = await (options.fetch ?? globalThis.fetch)(
-      buildUrl(options.baseUrl, '/events'),
+      buildUrl(options.baseUrl, '/events', {}, after === 'now' ? { after } : {}),
       { headers, signal: abort.signal },
     );
     if (!response.ok) {
@@ -149,6 +162,9 @@ async function* stream(
               type: fields.event as FeedEvent['type'],
               data: parseBody(fields.data, DATA_SHAPE) as Plant,
             };
+          } else if (fields.id !== undefined && /^[0-9]+$/.test(fields.id)) {
+            // The position the stream starts after (the server sends it first).
+            yield { cursor: BigInt(fields.id) };
           }
           fields = {};
         } else if (!line.startsWith(':')) {
@@ -173,13 +189,16 @@ async function* stream(
 /** Pages, long polled: each page waits up to 30 s for the next event. */
 async function* poll(
   requests: Requests,
-  after: bigint | undefined,
+  after: bigint | 'now' | undefined,
   signal: AbortSignal | undefined,
-): AsyncGenerator<FeedEvent, void, undefined> {
+): AsyncGenerator<Step, void, undefined> {
   const query = { limit: 1000, wait: '30s', ...(after !== undefined && { after }) };
   for await (const page of requests.pages('/events', { query, ...(signal && { signal }) })) {
     for (const event of page.data) yield event as FeedEvent;
     if (page.next === undefined) return;
+    // Where the next page starts, also after an empty one (from `now`, the head it met).
+    const cursor = page.next.searchParams.get('after');
+    if (cursor !== null && /^[0-9]+$/.test(cursor)) yield { cursor: BigInt(cursor) };
   }
 }
 

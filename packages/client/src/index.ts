@@ -33,9 +33,10 @@ export class PlantstoreClient extends Requests {
 
   /**
    * The changes feed (GET /events, scope `events:read`): every plant change after
-   * `options.after`, in order, each once, resuming by itself after a lost connection or a
-   * server that shuts down; ids and positions as bigints. Ends only with `options.signal` or
-   * a PlantstoreError it cannot get past (`410`: read the plants again and follow from there).
+   * `options.after` (`'now'`: the changes to come), in order, each once, resuming by itself
+   * after a lost connection or a server that shuts down; ids and positions as bigints. Ends
+   * only with `options.signal` or a PlantstoreError it cannot get past (`410`: read the plants
+   * again and follow from there).
    *
    * @example
    * for await (const event of client.events({ after: 41n })) console.log(event.type, event.data.id);

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ChangeEvent } from '../../core/change-events.js';
 import { ApiError } from '../../core/errors.js';
-import { eventFrame, HEARTBEAT, STREAM_OPENING } from '../../api/event-stream.js';
+import { eventFrame, HEARTBEAT, streamOpening } from '../../api/event-stream.js';
 import type { EventFeed } from '../../service/event-feed.js';
 
 /** Events one read of the feed hands a stream at most. */
@@ -58,7 +58,7 @@ async function* frames(
   signal: AbortSignal,
   log: FastifyBaseLogger,
 ): AsyncGenerator<string> {
-  yield STREAM_OPENING;
+  yield streamOpening(after);
   let position = after;
   const open = () => !signal.aborted && !feed.isClosed;
   while (open()) {

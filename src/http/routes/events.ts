@@ -20,10 +20,12 @@ export function eventRoutes(app: FastifyInstance, feed: EventFeed): void {
   });
 
   route(app, listEvents, async (request, reply) => {
-    const { after, limit = EVENT_LIMITS.pageDefault, wait } = request.query;
-    if (after !== undefined && after < 0n) {
+    const { limit = EVENT_LIMITS.pageDefault, wait } = request.query;
+    const asked = request.query.after;
+    if (typeof asked === 'bigint' && asked < 0n) {
       throw new ApiError('invalidQuery', 'The query parameter "after" must be 0 or more.');
     }
+    const after = asked === 'now' ? await feed.head() : asked;
     if (wantsEventStream(request.headers.accept)) {
       return stream(feed, request, reply, after);
     }
