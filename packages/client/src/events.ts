@@ -18,8 +18,9 @@ export interface FeedEvent {
 
 export interface EventsOptions {
   /**
-   * Start after this position (the last one handled); `'now'`: with the changes made from
-   * now on only; from the oldest kept if absent.
+   * Start after this position (the last one handled); `'now'`: with the changes made after
+   * the first connection that succeeds (the position the server answers is kept from then
+   * on, for every resume); from the oldest kept if absent.
    */
   after?: bigint | 'now';
   /** `stream` (Server-Sent Events, the default) or `poll` (pages, long polled). */
@@ -80,11 +81,13 @@ export async function* events(
           ? poll(requests, position, signal)
           : stream(requests, position, signal, timing.idleTimeoutMs ?? 45_000);
       for await (const step of batches) {
-        failures = 0;
         if ('cursor' in step) {
           position = step.cursor;
           continue;
         }
+        // Only an event resets the backoff: a server that opens streams and fails at once
+        // must not be asked again at the shortest wait forever.
+        failures = 0;
         position = step.position;
         yield step;
       }

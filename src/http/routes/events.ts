@@ -25,10 +25,10 @@ export function eventRoutes(app: FastifyInstance, feed: EventFeed): void {
     if (typeof asked === 'bigint' && asked < 0n) {
       throw new ApiError('invalidQuery', 'The query parameter "after" must be 0 or more.');
     }
-    const after = asked === 'now' ? await feed.head() : asked;
     if (wantsEventStream(request.headers.accept)) {
-      return stream(feed, request, reply, after);
+      return stream(feed, request, reply, asked);
     }
+    const after = asked === 'now' ? await feed.head() : asked;
     const seconds = wait === undefined ? undefined : parseWait(wait);
     const page =
       seconds === undefined
@@ -71,14 +71,16 @@ async function stream(
   feed: EventFeed,
   request: FastifyRequest,
   reply: FastifyReply,
-  after: bigint | undefined,
+  after: bigint | 'now' | undefined,
 ): Promise<FastifyReply> {
   const resumed = parseLastEventId(request.headers['last-event-id']);
   if (resumed === null) throw new ApiError('malformedLastEventId');
   const release = feed.admit();
   try {
+    // A Last-Event-ID (a reader resuming) wins over `now`, whose head is read only without one.
+    const from = resumed ?? (after === 'now' ? await feed.head() : after);
     // Read before the answer starts, so that a cursor no longer kept is a 410, not a stream.
-    const { start } = await feed.page(resumed ?? after, 1);
+    const { start } = await feed.page(from, 1);
     return (
       reply
         .type('text/event-stream; charset=utf-8')
