@@ -151,6 +151,15 @@ function fieldMessage(refusal: Refusal, field: string): string {
   if (schema?.type === 'integer' && schema.minimum !== undefined && schema.maximum !== undefined) {
     return `${name} must be a whole number from ${schema.minimum as number} to ${schema.maximum as number}.`;
   }
+  // An int64 or a word (the feed's `after`: a position, or `now`): Ajv names the int64's error.
+  const words = ((schema?.anyOf ?? []) as Schema[]).flatMap((choice) =>
+    typeof choice.const === 'string' ? [choice.const] : [],
+  );
+  if (keyword === 'x-int64' && words.length > 0) {
+    const spelling = int64Spelling(value);
+    if (spelling !== undefined) return `${name} ${spelling}.`;
+    return `${name} must be a decimal integer from ${INT64_RANGE}, or ${list(words, 'or')}.`;
+  }
   if (keyword === 'x-int64') return int64Message(refusal, name, value);
   if (keyword === 'type')
     return `${name} must be ${typeWords((params as { type: unknown }).type)}.`;
