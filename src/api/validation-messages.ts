@@ -151,16 +151,7 @@ function fieldMessage(refusal: Refusal, field: string): string {
   if (schema?.type === 'integer' && schema.minimum !== undefined && schema.maximum !== undefined) {
     return `${name} must be a whole number from ${schema.minimum as number} to ${schema.maximum as number}.`;
   }
-  // An int64 or a word (the feed's `after`: a position, or `now`): Ajv names the int64's error.
-  const words = ((schema?.anyOf ?? []) as Schema[]).flatMap((choice) =>
-    typeof choice.const === 'string' ? [choice.const] : [],
-  );
-  if (keyword === 'x-int64' && words.length > 0) {
-    const spelling = int64Spelling(value);
-    if (spelling !== undefined) return `${name} ${spelling}.`;
-    return `${name} must be a decimal integer from ${INT64_RANGE}, or ${list(words, 'or')}.`;
-  }
-  if (keyword === 'x-int64') return int64Message(refusal, name, value);
+  if (keyword === 'x-int64') return int64Message(refusal, name, value, wordsOf(schema));
   if (keyword === 'type')
     return `${name} must be ${typeWords((params as { type: unknown }).type)}.`;
   if (keyword === 'minLength' && limit === 1) return `${name} must not be empty.`;
@@ -176,7 +167,21 @@ function fieldMessage(refusal: Refusal, field: string): string {
   return `${name} is not valid: see ${refusal.part === 'body' ? 'its schema' : 'its description'} in /openapi.json.`;
 }
 
-function int64Message({ part, owner }: Refusal, name: string, value: unknown): string {
+/**
+ * The words an int64 field also takes (the feed's `after`: a position, or `now`): Ajv reports
+ * such a choice by its int64 branch's error.
+ */
+const wordsOf = (schema: Schema | undefined): string[] =>
+  ((schema?.anyOf ?? []) as Schema[]).flatMap((choice) =>
+    typeof choice.const === 'string' ? [choice.const] : [],
+  );
+
+function int64Message(
+  { part, owner }: Refusal,
+  name: string,
+  value: unknown,
+  words: string[],
+): string {
   if (part === 'body') {
     return typeof value === 'string'
       ? `${name} must be a JSON integer, not a string: no quotes around it.`
@@ -184,6 +189,9 @@ function int64Message({ part, owner }: Refusal, name: string, value: unknown): s
   }
   const spelling = int64Spelling(value);
   if (spelling !== undefined) return `${name} ${spelling}.`;
+  if (words.length > 0) {
+    return `${name} must be a decimal integer from ${INT64_RANGE}, or ${list(words, 'or')}.`;
+  }
   const id = owner === 'plants' ? 'a plant id' : 'an id';
   return `${name} must be ${id}: a decimal integer from ${INT64_RANGE}.`;
 }

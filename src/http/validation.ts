@@ -67,10 +67,10 @@ function stringCoercer(schema: { properties?: Record<string, unknown> }): Coerce
 }
 
 /** An int64, or a choice of which one is an int64 (`after`: a position or `now`). */
-const takesInt64 = (schema: unknown): boolean =>
-  describesInt64(schema) ||
-  ((schema as { anyOf?: unknown }).anyOf instanceof Array &&
-    (schema as { anyOf: unknown[] }).anyOf.some(describesInt64));
+const takesInt64 = (schema: unknown): boolean => {
+  const { anyOf } = schema as { anyOf?: unknown };
+  return describesInt64(schema) || (Array.isArray(anyOf) && anyOf.some(describesInt64));
+};
 
 /** The keywords an id's schema may have for the fast path below to stand in for it. */
 const PLAIN_INT64_KEYS = new Set(['type', 'format', 'description']);

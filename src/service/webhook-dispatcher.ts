@@ -217,10 +217,8 @@ export class WebhookDispatcher {
    * pause. The price: while such a backlog sets the earliest due time, other due work the loop
    * has no signal for (another endpoint's retry, a lease running out, a message another
    * process gave back, a claim that failed) waits for the poll too, 1 s at most where it
-   * waited 100 ms. Looking again every 100 ms, as this did before, kept an idle PostgreSQL server
-   * whose receivers hung on a backlog at 2.8% of a core (1 endpoint) and 5.5% (1,000),
-   * server and database together, for as long as they hung; now 0.7% and 1.2%, as with none
-   * (0.8%).
+   * waited 100 ms. Those 100 ms looks kept an idle server busy for as long as a receiver hung
+   * (CHANGELOG, bench/HISTORY.md).
    */
   private async untilDue(claimedAt: Date): Promise<number> {
     try {
