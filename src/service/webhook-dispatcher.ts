@@ -209,21 +209,16 @@ export class WebhookDispatcher {
 
   /**
    * How long to sleep after a claim made at `claimedAt` that took less than it might: until
-   * the next message is due, at most `pollMs`. A message due by `claimedAt` that the claim
-   * left is held back by its endpoint's share (a hung receiver's backlog: the claim takes
-   * every endpoint's share of what is due, and nextDue counts a leased message due at its
-   * lease's end), or its endpoint is disabled. The end of an attempt here wakes the loop when
-   * it makes room (see begin), so such a message waits for that, or for `pollMs`, not for a
-   * pause. The price: while such a backlog sets the earliest due time, other due work the loop
-   * has no signal for (another endpoint's retry, a lease running out, a message another
-   * process gave back, a claim that failed) waits for the poll too, 1 s at most where it
-   * waited 100 ms. Those 100 ms looks kept an idle server busy for as long as a receiver hung
-   * (CHANGELOG, bench/HISTORY.md).
+   * the next message falls due after it, at most `pollMs`. What was due by `claimedAt` and
+   * the claim left is held back by its endpoint's share (a hung receiver's backlog), or its
+   * endpoint is disabled: the end of an attempt here wakes the loop when it makes room (see
+   * begin), so such a message waits for that or for the poll. Looking for it every 100 ms
+   * kept an idle server busy for as long as a receiver hung (bench/HISTORY.md).
    */
   private async untilDue(claimedAt: Date): Promise<number> {
     try {
-      const due = await this.options.queue.nextDue();
-      if (due === null || due <= claimedAt) return this.options.pollMs;
+      const due = await this.options.queue.nextDue(claimedAt);
+      if (due === null) return this.options.pollMs;
       const wait = due.getTime() - this.options.now().getTime();
       return Math.min(Math.max(wait, 0), this.options.pollMs);
     } catch (error) {

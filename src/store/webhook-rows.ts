@@ -179,14 +179,17 @@ export const NEXT_DUE_WINDOW = 1000;
 export const PURGE_BATCH = 1000;
 
 /**
- * The next due time from the window of the earliest pending messages: the earliest due time
- * of an enabled endpoint's message in it (`due`), or, when the window is full, the last next
- * attempt time in it if that is earlier, since a message past the window may be due then.
- * Never later than the true next due time; earlier only when the window holds no due message
- * (all leased, or all an endpoint's that is disabled), and then the dispatcher pauses and
- * looks again.
+ * The next due time after a claim, from the window of the earliest pending messages: the
+ * earliest due time after the claim of an enabled endpoint's message in it (`due`), or, when
+ * the window is full, the earliest next attempt after the claim of any pending message
+ * (`beyond`, one probe of webhook_messages_due) if that is earlier, since a message past the
+ * window may be due then. A full window of messages due by the claim is a backlog its
+ * endpoints' shares hold back; looking past it finds another endpoint's retry on time.
+ * Earlier than the true time only when `beyond` is a disabled endpoint's message or a
+ * leased one (the dispatcher then looks again); later only for a lease ending on a message
+ * behind the window, which waits for the poll.
  */
-export function earliestDue(due: Date | null, n: number, last: Date | null): Date | null {
-  if (n < NEXT_DUE_WINDOW || last === null) return due;
-  return due === null || last < due ? last : due;
+export function earliestDue(due: Date | null, n: number, beyond: Date | null): Date | null {
+  if (n < NEXT_DUE_WINDOW || beyond === null) return due;
+  return due === null || beyond < due ? beyond : due;
 }

@@ -154,8 +154,13 @@ export interface WebhookQueue {
    * still this claim's; answers whether it was.
    */
   release(messageId: bigint, claimedUntil: Date, freeAt: Date): Promise<boolean>;
-  /** When the earliest pending message of an enabled endpoint is due, or null if none is. */
-  nextDue(): Promise<Date | null>;
+  /**
+   * When the earliest pending message of an enabled endpoint falls due after `after` (its
+   * next attempt, or its lease's end), or null if none does; see earliestDue for when the
+   * answer may be earlier or later. Messages due by `after` are left out: the claim made at
+   * `after` took of them what the shares allowed.
+   */
+  nextDue(after: Date): Promise<Date | null>;
   /** Messages waiting to be delivered (pending), for the metrics' queue depth. */
   depth(): Promise<number>;
   /** Deletes delivered and failed messages (and their attempts) completed before `before`. */

@@ -163,7 +163,7 @@ async function run(store: Store): Promise<void> {
 
   // The queue: claims, each outcome of an attempt, a release, a retry asked for.
   const q = store.webhookQueue;
-  await q.nextDue();
+  await q.nextDue(T0);
   await q.depth();
   const claimed = await q.claim(FAR, 60_000, 100);
   assert.ok(claimed.length >= 6, `messages to claim: ${claimed.length}`);

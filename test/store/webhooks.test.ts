@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import pg from 'pg';
 import { INT64_MAX } from '../../src/core/int64.js';
-import { plantPayload } from '../../src/core/webhooks/events.js';
+import { plantPayload, type WebhookEvent } from '../../src/core/webhooks/events.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { PlantExistsError, type Store } from '../../src/store/store.js';
 import { forEachBackend } from '../helpers/backends.js';
@@ -22,7 +22,7 @@ const attempt = (status: number | null, when = T0) => ({
   responseExcerpt: status === null ? '' : 'ok\u0000',
 });
 
-async function subscribe(store: Store, events = ['plant.created'] as const) {
+async function subscribe(store: Store, events: readonly WebhookEvent[] = ['plant.created']) {
   return store.webhooks.create({
     url: 'https://example.com/hook',
     events: [...events],
@@ -132,13 +132,17 @@ function webhookContract(open: Open): void {
       await subscribe(store);
       await store.plants.insert({ name: 'p' });
       await fanOutAll(store);
-      const due = await store.webhookQueue.nextDue();
+      const due = await store.webhookQueue.nextDue(T0);
       assert.ok(due !== null && due.getTime() <= Date.now());
       const now = new Date(Date.now() + 1000);
       const [first] = await store.webhookQueue.claim(now, 30_000, 10);
       assert.ok(first);
       assert.deepEqual(await store.webhookQueue.claim(now, 30_000, 10), []);
-      assert.equal((await store.webhookQueue.nextDue())?.getTime(), first.claimedUntil.getTime());
+      // Leased at `now`: due when the lease ends.
+      assert.equal(
+        (await store.webhookQueue.nextDue(now))?.getTime(),
+        first.claimedUntil.getTime(),
+      );
       const later = new Date(first.claimedUntil.getTime());
       const [again] = await store.webhookQueue.claim(later, 30_000, 10);
       assert.equal(again?.webhookId, first.webhookId);
@@ -156,7 +160,38 @@ function webhookContract(open: Open): void {
         }),
         true,
       );
-      assert.equal(await store.webhookQueue.nextDue(), null);
+      assert.equal(await store.webhookQueue.nextDue(T0), null);
+    });
+
+    it("looks past a backlog due by the claim for another endpoint's retry", async (t) => {
+      const { store } = await open(t);
+      const q = store.webhookQueue;
+      const hung = await subscribe(store, ['plant.created']);
+      const healthy = await subscribe(store, ['plant.deleted']);
+      // More messages due for one endpoint than nextDue's window holds (NEXT_DUE_WINDOW).
+      for (let i = 0; i < 11; i++) {
+        await Promise.all(
+          Array.from({ length: 100 }, (_, j) => store.plants.insert({ name: `p${i}.${j}` })),
+        );
+      }
+      const plant = await store.plants.insert({ name: 'last' });
+      await store.plants.delete(plant.id);
+      await fanOutAll(store);
+      const now = new Date(Date.now() + 1000);
+      const shares = { perEndpoint: 10, endpoints: new Map([[hung.id, 0]]) };
+      const [message] = await q.claim(now, 30_000, 10, shares);
+      assert.equal(message?.endpoint.id, healthy.id);
+      const retryAt = new Date(now.getTime() + 60_000);
+      assert.ok(
+        await q.finish(message.id, message.claimedUntil, attempt(503, now), {
+          kind: 'retry',
+          at: retryAt,
+        }),
+      );
+      // Every message of the window is due by `now` and held back by its share: the next
+      // thing due after the claim is the healthy endpoint's retry, past the window.
+      assert.equal((await q.nextDue(now))?.getTime(), retryAt.getTime());
+      assert.ok((await q.nextDue(T0))!.getTime() <= now.getTime(), 'the backlog, after T0');
     });
 
     it('gives back an unattempted claim: not counted, free at once or kept leased', async (t) => {
@@ -195,7 +230,7 @@ function webhookContract(open: Open): void {
       );
       assert.ok(await q.finish(b.id, b.claimedUntil, attempt(204, at(2)), { kind: 'delivered' }));
       assert.ok(await q.finish(c.id, c.claimedUntil, attempt(null, at(3)), { kind: 'failed' }));
-      assert.equal((await q.nextDue())?.getTime(), at(5000).getTime());
+      assert.equal((await q.nextDue(at(3)))?.getTime(), at(5000).getTime());
       assert.equal(await q.depth(), 1, 'only the one to retry is pending');
       assert.deepEqual(await q.claim(at(4999), 1000, 10), []);
       const [retried] = await q.claim(at(5000), 1000, 10);
@@ -276,7 +311,7 @@ function webhookContract(open: Open): void {
       );
       assert.equal((await store.webhooks.get(endpoint.id))?.enabled, false);
       assert.deepEqual(await store.webhookQueue.claim(FAR, 1000, 10), []);
-      assert.equal(await store.webhookQueue.nextDue(), null);
+      assert.equal(await store.webhookQueue.nextDue(T0), null);
       await store.plants.insert({ name: 'c' });
       assert.equal(await fanOutAll(store), 0, 'c: no enabled endpoint subscribes');
       await store.webhooks.update(endpoint.id, { enabled: true }, new Date());

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { earliestDue, NEXT_DUE_WINDOW } from '../../src/store/webhook-rows.js';
 
-// The next due time from a window of the earliest pending messages (see webhook-rows.ts):
-// never later than the true one, so that the dispatcher never oversleeps a due message.
+// The next due time after a claim from a window of the earliest pending messages (see
+// webhook-rows.ts): never later than the true one for what the window or the probe past it
+// sees, so that the dispatcher never oversleeps a due message.
 describe('earliestDue', () => {
   const at = (ms: number) => new Date(ms);
 
@@ -13,9 +14,11 @@ describe('earliestDue', () => {
     assert.equal(earliestDue(null, 2, at(900)), null, 'pending only for disabled endpoints');
   });
 
-  it('is no later than the last next attempt of a full window: one past it may be due then', () => {
+  it('is no later than the earliest next attempt past the claim when the window is full', () => {
     assert.deepEqual(earliestDue(at(5000), NEXT_DUE_WINDOW, at(900)), at(900));
     assert.deepEqual(earliestDue(at(500), NEXT_DUE_WINDOW, at(900)), at(500));
+    // A window of messages all due by the claim: what lies past it.
     assert.deepEqual(earliestDue(null, NEXT_DUE_WINDOW, at(900)), at(900));
+    assert.equal(earliestDue(null, NEXT_DUE_WINDOW, null), null);
   });
 });

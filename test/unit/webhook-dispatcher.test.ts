@@ -334,8 +334,9 @@ describe('WebhookDispatcher', () => {
     t.mock.timers.enable({ apis: ['setTimeout'] });
     const queue = new MemoryQueue();
     queue.add(10, 1n);
-    // What the stores answer while a receiver hangs: its backlog is due, but past its share.
-    queue.nextDue = async () => NOW;
+    // What the stores answer while a receiver hangs: its backlog was due by the claim (and
+    // is left out), its one attempt's lease ends after the poll.
+    queue.nextDue = async (after) => new Date(after.getTime() + 6000);
     const hung = new ScriptedSender(
       (_message, signal) =>
         new Promise((resolve) =>
@@ -372,6 +373,38 @@ describe('WebhookDispatcher', () => {
     await settle();
     assert.equal(claims(), first + 1, 'one claim at the poll');
     assert.equal(hung.sent.length, 1);
+  });
+
+  it('claims again when the next message falls due after a claim, not at the poll', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const queue = new MemoryQueue();
+    // Another endpoint's retry, 300 ms after the claim, past a backlog held back by its share.
+    queue.nextDue = async (after) => new Date(after.getTime() + 300);
+    const made = new WebhookDispatcher({
+      queue,
+      sender: new ScriptedSender(() => Promise.resolve({ status: 204 })),
+      log: silentLog,
+      timeoutMs: 1000,
+      now: () => NOW,
+      pollMs: 1000,
+    });
+    made.start();
+    t.after(async () => {
+      t.mock.timers.reset();
+      await made.stop(0);
+    });
+    const claims = () => queue.calls.filter((call) => call.startsWith('claim')).length;
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    await settle();
+    const first = claims();
+    t.mock.timers.tick(299);
+    await settle();
+    assert.equal(claims(), first, 'not before it is due');
+    t.mock.timers.tick(1);
+    await settle();
+    assert.equal(claims(), first + 1, 'when it is due');
   });
 
   it('abandons attempts still running after the grace period when stopped', async (t) => {

@@ -95,18 +95,22 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
       );
       return (rowCount ?? 0) > 0;
     },
-    async nextDue() {
-      const { rows } = await query<{ due: Date | null; n: number; last: Date | null }>(
+    // Due after the claim at $1: see the SQLite queue.
+    async nextDue(after) {
+      const { rows } = await query<{ due: Date | null; n: number; beyond: Date | null }>(
         'webhooks.nextDue',
-        `SELECT min(greatest(f.next_attempt_at, f.lease_until)) FILTER (WHERE e.enabled) AS due,
-           count(*)::integer AS n, max(f.next_attempt_at) AS last
+        `SELECT min(greatest(f.next_attempt_at, f.lease_until))
+             FILTER (WHERE e.enabled AND greatest(f.next_attempt_at, f.lease_until) > $1) AS due,
+           count(*)::integer AS n,
+           (SELECT min(next_attempt_at) FROM webhook_messages
+            WHERE status = 'pending' AND next_attempt_at > $1) AS beyond
          FROM (SELECT next_attempt_at, lease_until, endpoint_id FROM webhook_messages
            WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ${NEXT_DUE_WINDOW}) f
          JOIN webhook_endpoints e ON e.id = f.endpoint_id`,
-        [],
+        [after],
       );
       const row = rows[0];
-      return row === undefined ? null : earliestDue(row.due, row.n, row.last);
+      return row === undefined ? null : earliestDue(row.due, row.n, row.beyond);
     },
     async depth() {
       const { rows } = await query<{ n: bigint }>(

@@ -68,9 +68,15 @@ function prepare(db: Database.Database) {
       `UPDATE webhook_endpoints SET enabled = 0, updated_at = ?,
          failing_since = coalesce(failing_since, ?) WHERE id = ?`,
     ),
+    // Due after the claim at @after: what was due by then and is still pending is held back
+    // by its endpoint's share, and an attempt's end signals when there is room for it.
     nextDue: db.prepare(
-      `SELECT min(max(f.next_attempt_at, coalesce(f.lease_until, 0))) FILTER (WHERE e.enabled)
-         AS due, count(*) AS n, max(f.next_attempt_at) AS last
+      `SELECT min(max(f.next_attempt_at, coalesce(f.lease_until, 0)))
+           FILTER (WHERE e.enabled AND max(f.next_attempt_at, coalesce(f.lease_until, 0)) > @after)
+           AS due,
+         count(*) AS n,
+         (SELECT min(next_attempt_at) FROM webhook_messages
+          WHERE status = 'pending' AND next_attempt_at > @after) AS beyond
        FROM (SELECT next_attempt_at, lease_until, endpoint_id FROM webhook_messages
          WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ${NEXT_DUE_WINDOW}) f
        JOIN webhook_endpoints e ON e.id = f.endpoint_id`,
@@ -108,14 +114,14 @@ export function sqliteWebhookQueue(
             freeAt: freeAt.getTime(),
           }).changes > 0,
       ),
-    async nextDue() {
-      const { due, n, last } = guard(() => s.nextDue.get()) as {
+    async nextDue(after) {
+      const { due, n, beyond } = guard(() => s.nextDue.get({ after: after.getTime() })) as {
         due: bigint | null;
         n: bigint;
-        last: bigint | null;
+        beyond: bigint | null;
       };
       const at = (time: bigint | null) => (time === null ? null : sqliteTime(time));
-      return earliestDue(at(due), Number(n), at(last));
+      return earliestDue(at(due), Number(n), at(beyond));
     },
     async depth() {
       return Number(guard(() => s.pending.get()) as bigint);
