@@ -102,9 +102,8 @@ class MemoryQueue extends EventEmitter implements WebhookQueue {
     return this.pending.length;
   }
 
-  async nextDue(): Promise<Date | null> {
-    return null;
-  }
+  /** When the next message falls due after a claim at `after`; tests set their own. */
+  nextDue: (after: Date) => Promise<Date | null> = async () => null;
 
   async purge(before: Date): Promise<number> {
     this.calls.push(`purge ${before.toISOString()}`);
