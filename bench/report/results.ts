@@ -94,7 +94,7 @@ function methodText(meta: RunMeta, facts: Facts): string {
 function importsSection(facts: Facts): string {
   return `## plants import
 
-\`plantstore plants import FILE\` (the CLI, its default concurrency of 4) into a plantstore server
+\`plantstore plants import FILE\` (the CLI, its default concurrency of 16) into a plantstore server
 (SQLite with power durability, or PostgreSQL) on fresh data of the size given, timed from the
 CLI's start to its exit. Each server imports three files in turn: lines without ids; lines with
 ids, every other id above the server's counter; lines without ids again, which meet a taken id

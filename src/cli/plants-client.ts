@@ -9,6 +9,7 @@ import {
   PlantstoreError,
   stringifyBody,
 } from '@plantstore/client';
+import { httpFetch } from './http-fetch.js';
 import { argument, int64Argument, UsageError } from './options.js';
 import { forTerminal } from './terminal-text.js';
 
@@ -58,6 +59,7 @@ export function clientOf(options: ServerOptions): PlantstoreClient {
     token: options.token,
     retry: { attempts: ATTEMPTS },
     headers: { 'user-agent': 'plantstore-cli' },
+    fetch: httpFetch,
   });
 }
 

@@ -229,8 +229,10 @@ function importCommand(plants: Command): void {
       "what tells this import apart from others (default: the file's absolute path)",
     )
     .addOption(
+      // 16: enough for a SQLite server to commit several lines with each sync of its disk
+      // (1.3 to 1.6 times the lines a second of 4, measured with the server beside the CLI).
       new Option('--concurrency <n>', 'requests in flight at once')
-        .default(4)
+        .default(16)
         .argParser(positiveInteger('requests', 64)),
     )
     .option('--json', 'the failed lines as JSON objects on stdout')
