@@ -48,7 +48,14 @@ export function eventsCommand(): Command {
       new Option(
         '--after <position>',
         'start after this position (the last one handled), or now',
-      ).argParser((text) => (text === 'now' ? 'now' : int64Argument('the position')(text))),
+      ).argParser((text) => {
+        if (text === 'now') return 'now';
+        // Not even a number: say both forms, not only the position's.
+        if (!/^[+-]?[0-9]/.test(text)) {
+          throw new UsageError(`--after takes a position or now, not "${forTerminal(text)}"`);
+        }
+        return int64Argument('the position')(text);
+      }),
     )
     .addOption(new Option('--json', 'one JSON object per line (ids exact) instead of text'))
     .action(async (options: TailOptions) => {

@@ -157,6 +157,11 @@ test('plantstore events tail: lines for people, --json exact, --after; Ctrl-C en
   });
   assert.equal(refused.code, 2);
   assert.match(refused.stderr, /the position is written without leading zeros/);
+  const shouted = await runCli(['events', 'tail', '--url', server.url, '--after', 'NOW'], {
+    env: { PLANTSTORE_TOKEN: token },
+  });
+  assert.equal(shouted.code, 2);
+  assert.match(shouted.stderr, /--after takes a position or now, not "NOW"/);
 
   // From now: plants are created until a line comes; it is one of them, never Fern or Aloe.
   const fromNow = tail(['--after', 'now']);
