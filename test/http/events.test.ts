@@ -248,6 +248,39 @@ forEachBackend(({ setup }) => {
     }
   });
 
+  test("a stream's slot is free once its client has gone, not at the next heartbeat", async (t) => {
+    const app = await feedApp(setup, t, { events: { maxStreams: 1, heartbeatMs: 600_000 } });
+    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+    const first = await readEvents(t, `${base}/events?after=now`, app.token);
+    await first.firstId();
+    assert.equal((await app.call('/events?wait=1s')).statusCode, 503, 'the one slot is taken');
+    first.close();
+    // Refused until the server has seen the connection close; with the slot held until the
+    // stream's wait ended, this would go on for the heartbeat's ten minutes.
+    while ((await app.call('/events?wait=1s')).statusCode === 503);
+  });
+
+  test('a stream catching up lets the event loop turn between its batches', async (t) => {
+    const app = await feedApp(setup, t);
+    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+    for (let i = 0; i < 12; i++) {
+      await Promise.all(Array.from({ length: 100 }, (_, j) => app.create({ name: `p${i}.${j}` })));
+    }
+    let turns = 0;
+    let counting = true;
+    const count = () => {
+      turns++;
+      if (counting) setImmediate(count);
+    };
+    setImmediate(count);
+    const reader = await readEvents(t, `${base}/events?after=0`, app.token);
+    await reader.take(1200);
+    counting = false;
+    // 12 batches of 100: on SQLite every read is synchronous, and a stream whose socket
+    // took everything read them all in one turn, every other request waiting.
+    assert.ok(turns >= 12, `${turns} turns`);
+  });
+
   test('past --max-event-streams, 503 with Retry-After; closing the app ends the streams', async (t) => {
     const app = await feedApp(setup, t, { events: { maxStreams: 2 } });
     const base = await app.app.listen({ host: '127.0.0.1', port: 0 });

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ChangeEvent } from '../../core/change-events.js';
 import { ApiError } from '../../core/errors.js';
@@ -32,22 +33,30 @@ function textOf(events: ChangeEvent[]): string {
  * the reads of the feed, holds what its buffers hold (16 KiB here), and is cut off by the
  * connection's send timeout (http/connections.ts). Ends when the feed closes (shutdown), and
  * when the events it would send next are no longer kept or cannot be read (logged): the
- * client resumes with Last-Event-ID, and learns why. `release` is called once it is over.
+ * client resumes with Last-Event-ID, and learns why. `release` is called once it is over, or
+ * as soon as `gone` aborts (the client's connection closed): a stream waiting for the next
+ * event ends only when that wait does, and its slot must not be held until then.
  */
 export function eventStream(
   feed: EventFeed,
   after: bigint,
   release: () => void,
   log: FastifyBaseLogger,
+  gone: AbortSignal,
 ): Readable {
   const stop = new AbortController();
   const stream = Readable.from(frames(feed, after, stop.signal, log), {
     objectMode: false,
     highWaterMark: 16 * 1024,
   });
-  stream.once('close', () => {
+  const end = () => {
     stop.abort();
     release();
+  };
+  gone.addEventListener('abort', end, { once: true });
+  stream.once('close', () => {
+    gone.removeEventListener('abort', end);
+    end();
   });
   return stream;
 }
@@ -74,6 +83,11 @@ async function* frames(
     if (events.length > 0) {
       yield textOf(events);
       position = events.at(-1)!.position;
+      // A full batch: the stream is catching up, its next read may be at hand at once (and
+      // on SQLite, synchronous), and as long as the client's socket takes the text the
+      // stream would read on without the event loop ever turning: a few readers from an old
+      // position held every other request for seconds. A turn between its batches.
+      if (events.length === STREAM_BATCH) await nextTurn();
     } else if (!(await feed.waitBeyond(position, feed.heartbeatMs, signal)) && open()) {
       yield HEARTBEAT;
     }

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EVENT_LIMITS, parseWait } from '../../core/change-events.js';
 import { ApiError } from '../../core/errors.js';
@@ -14,8 +15,13 @@ import { route } from './route.js';
  * waits for the requests in flight.
  */
 export function eventRoutes(app: FastifyInstance, feed: EventFeed): void {
+  const open: OpenStreams = new Set();
   app.addHook('preClose', (done) => {
     feed.close();
+    // Streams waiting for an event end with the feed. One whose client has stopped reading
+    // holds text it cannot send and would keep the shutdown waiting for its grace: cut it
+    // off (the client resumes from its last event elsewhere).
+    for (const { body, response } of open) if (body.readableLength > 0) response.destroy();
     done();
   });
 
@@ -26,7 +32,7 @@ export function eventRoutes(app: FastifyInstance, feed: EventFeed): void {
       throw new ApiError('invalidQuery', 'The query parameter "after" must be 0 or more.');
     }
     if (wantsEventStream(request.headers.accept)) {
-      return stream(feed, request, reply, asked);
+      return stream(feed, request, reply, asked, open);
     }
     const after = asked === 'now' ? await feed.head() : asked;
     const seconds = wait === undefined ? undefined : parseWait(wait);
@@ -67,20 +73,30 @@ async function longPoll(
   }
 }
 
+/** The streams being answered, with their bodies. */
+type OpenStreams = Set<{ body: Readable; response: FastifyReply['raw'] }>;
+
 async function stream(
   feed: EventFeed,
   request: FastifyRequest,
   reply: FastifyReply,
   after: bigint | 'now' | undefined,
+  open: OpenStreams,
 ): Promise<FastifyReply> {
   const resumed = parseLastEventId(request.headers['last-event-id']);
   if (resumed === null) throw new ApiError('malformedLastEventId');
   const release = feed.admit();
+  const gone = new AbortController();
+  reply.raw.once('close', () => gone.abort());
   try {
     // A Last-Event-ID (a reader resuming) wins over `now`, whose head is read only without one.
     const from = resumed ?? (after === 'now' ? await feed.head() : after);
     // Read before the answer starts, so that a cursor no longer kept is a 410, not a stream.
     const { start } = await feed.page(from, 1);
+    const body = eventStream(feed, start, release, request.log, gone.signal);
+    const entry = { body, response: reply.raw };
+    open.add(entry);
+    body.once('close', () => open.delete(entry));
     return (
       reply
         .type('text/event-stream; charset=utf-8')
@@ -89,7 +105,7 @@ async function stream(
         // A stream ends at shutdown (or when the client goes): its connection ends with it, so
         // that a closing server waits for no idle keep-alive connection after its streams.
         .header('connection', 'close')
-        .send(eventStream(feed, start, release, request.log))
+        .send(body)
     );
   } catch (error) {
     release();
