@@ -16,6 +16,12 @@ export { DISPATCH_DEFAULTS, type DispatcherOptions, type WakeSource };
 const LEASE_MARGIN_MS = 5000;
 /** An attempt is started only if at least this much of its lease is left after the timeout. */
 const FINISH_MARGIN_MS = 2000;
+/**
+ * The least sleep after a claim that took nothing: a message that falls due while its
+ * endpoint's share is full (a hung receiver's retries), or while its endpoint is disabled,
+ * wakes the loop for nothing, once per message; this keeps such wakes to 4 a second.
+ */
+const EMPTY_CLAIM_SLEEP_MS = 250;
 
 /**
  * Sends the webhook messages of the outbox: claims due messages with a lease, so that
@@ -112,7 +118,9 @@ export class WebhookDispatcher {
       const claimedAt = this.options.now();
       const claimed = await this.claim(claimedAt, limit);
       if (claimed === limit || this.closing) continue;
-      await this.sleep(await this.untilDue(claimedAt));
+      const due = await this.untilDue(claimedAt);
+      // Signals (an attempt's end, new messages) still wake it at once.
+      await this.sleep(claimed === 0 ? Math.max(due, EMPTY_CLAIM_SLEEP_MS) : due);
     }
   }
 
@@ -213,7 +221,9 @@ export class WebhookDispatcher {
    * the claim left is held back by its endpoint's share (a hung receiver's backlog), or its
    * endpoint is disabled: the end of an attempt here wakes the loop when it makes room (see
    * begin), so such a message waits for that or for the poll. Looking for it every 100 ms
-   * kept an idle server busy for as long as a receiver hung (bench/HISTORY.md).
+   * kept an idle server busy for as long as a receiver hung (bench/HISTORY.md). Messages
+   * committed after the claim's read with an earlier due time (given back by another process,
+   * fanned out by another SQLite worker) and a claim that failed wait for the poll too.
    */
   private async untilDue(claimedAt: Date): Promise<number> {
     try {

@@ -185,9 +185,10 @@ export const PURGE_BATCH = 1000;
  * (`beyond`, one probe of webhook_messages_due) if that is earlier, since a message past the
  * window may be due then. A full window of messages due by the claim is a backlog its
  * endpoints' shares hold back; looking past it finds another endpoint's retry on time.
- * Earlier than the true time only when `beyond` is a disabled endpoint's message or a
- * leased one (the dispatcher then looks again); later only for a lease ending on a message
- * behind the window, which waits for the poll.
+ * It may name a message the claim then cannot take (its endpoint's share is full, its
+ * endpoint disabled, or it is leased): the dispatcher then wakes for nothing and looks again,
+ * no sooner than a quarter of a second later. Later than the true time only for a lease
+ * ending on a message behind the window, which waits for the poll.
  */
 export function earliestDue(due: Date | null, n: number, beyond: Date | null): Date | null {
   if (n < NEXT_DUE_WINDOW || beyond === null) return due;

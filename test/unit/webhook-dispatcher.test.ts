@@ -406,6 +406,39 @@ describe('WebhookDispatcher', () => {
     assert.equal(claims(), first + 1, 'when it is due');
   });
 
+  it('wakes for nothing at most 4 times a second: messages falling due it cannot take', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const queue = new MemoryQueue();
+    // A disabled endpoint's retries, or a hung one's, falling due every 10 ms: none claimable.
+    let clock = NOW.getTime();
+    queue.nextDue = async (after) => new Date(after.getTime() + 10);
+    const made = new WebhookDispatcher({
+      queue,
+      sender: new ScriptedSender(() => Promise.resolve({ status: 204 })),
+      log: silentLog,
+      timeoutMs: 1000,
+      now: () => new Date(clock),
+      pollMs: 1000,
+    });
+    made.start();
+    t.after(async () => {
+      t.mock.timers.reset();
+      await made.stop(0);
+    });
+    const claims = () => queue.calls.filter((call) => call.startsWith('claim')).length;
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    await settle();
+    const first = claims();
+    for (let ms = 0; ms < 1000; ms += 10) {
+      clock += 10;
+      t.mock.timers.tick(10);
+      await settle();
+    }
+    assert.equal(claims() - first, 4, 'one claim every 250 ms');
+  });
+
   it('abandons attempts still running after the grace period when stopped', async (t) => {
     const queue = new MemoryQueue();
     queue.add(1);
