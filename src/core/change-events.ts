@@ -24,6 +24,8 @@ export const EVENT_LIMITS = {
   waitMaxSeconds: 60,
   /** A comment line on an idle stream this often, so that proxies keep it open. */
   heartbeatMs: 15_000,
+  /** How often an open stream checks that its token is still usable (not revoked, expired). */
+  tokenCheckMs: 5_000,
   /** `--events-retention`'s default: a week. */
   retentionMs: 7 * 86_400_000,
   /** `--max-event-streams`' default: a quarter of the connections a process accepts. */

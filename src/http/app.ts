@@ -190,7 +190,7 @@ export function buildApp({
 
   plantRoutes(app, plants);
   webhookRoutes(app, webhooks);
-  eventRoutes(app, events);
+  eventRoutes(app, events, tokens);
   systemRoutes(app, ready);
   return app;
 }

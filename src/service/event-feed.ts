@@ -17,13 +17,11 @@ export const LOOK_EVERY_MS = 15;
 export interface EventFeedOptions {
   /** Streams and long polls open at once, at most; more are refused (503). */
   maxStreams?: number;
-  /** A heartbeat on an idle stream this often (tests shorten it). */
+  /** A heartbeat on an idle stream, a check of a stream's token, this often (tests shorten). */
   heartbeatMs?: number;
-  /**
-   * Makes every event committed so far readable, before a page is read (EventLog.settle,
-   * where the store needs a look for that): a write answered before a page is asked for is
-   * on it.
-   */
+  tokenCheckMs?: number;
+  /** Makes every event committed so far readable before a page is read (EventLog.settle): a
+   * write answered before a page is asked for is on it. */
   settle?: () => Promise<void>;
   log?: Log;
 }
@@ -53,6 +51,7 @@ type Waiter = { after: bigint; wake: (found: boolean) => void };
 export class EventFeed {
   readonly maxStreams: number;
   readonly heartbeatMs: number;
+  readonly tokenCheckMs: number;
   private readonly log: Log;
   private readonly settle: () => Promise<void>;
   private readonly recent = new RecentEvents();
@@ -75,11 +74,12 @@ export class EventFeed {
 
   constructor(
     private readonly events: EventLog,
-    { maxStreams, heartbeatMs, settle, log }: EventFeedOptions = {},
+    { maxStreams, heartbeatMs, tokenCheckMs, settle, log }: EventFeedOptions = {},
   ) {
     this.settle = settle ?? (() => Promise.resolve());
     this.maxStreams = maxStreams ?? EVENT_LIMITS.maxStreams;
     this.heartbeatMs = heartbeatMs ?? EVENT_LIMITS.heartbeatMs;
+    this.tokenCheckMs = tokenCheckMs ?? EVENT_LIMITS.tokenCheckMs;
     this.log = log ?? silentLog;
   }
 

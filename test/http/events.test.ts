@@ -260,6 +260,25 @@ forEachBackend(({ setup }) => {
     while ((await app.call('/events?wait=1s')).statusCode === 503);
   });
 
+  test('a stream ends once its token is revoked or has expired', async (t) => {
+    const app = await feedApp(setup, t, { events: { tokenCheckMs: 50, heartbeatMs: 600_000 } });
+    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+    const revoked = await app.newToken(['events:read']);
+    // Long enough to open its stream on a loaded machine first.
+    const expiring = await app.newToken(['events:read'], 3_000);
+    const kept = await readEvents(t, `${base}/events?after=now`, app.token);
+    const first = await readEvents(t, `${base}/events?after=now`, revoked);
+    const second = await readEvents(t, `${base}/events?after=now`, expiring);
+    await Promise.all([kept.firstId(), first.firstId(), second.firstId()]);
+    assert.equal((await app.tokens.revokeToken(revoked)).outcome, 'revoked');
+    // Within the token cache's 2 s, and the expiry's 3 s, after the check's 50 ms.
+    assert.equal(await first.ended, 'ended');
+    assert.equal(await second.ended, 'ended');
+    const plant = await app.create({ name: 'after them' });
+    const [event] = await kept.take(1);
+    assert.match(event!.data, new RegExp(`"id":${plant.id},`));
+  });
+
   test('a stream catching up lets the event loop turn between its batches', async (t) => {
     const app = await feedApp(setup, t);
     const base = await app.app.listen({ host: '127.0.0.1', port: 0 });

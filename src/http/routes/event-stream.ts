@@ -43,9 +43,10 @@ export function eventStream(
   release: () => void,
   log: FastifyBaseLogger,
   gone: AbortSignal,
+  allowed: () => Promise<boolean>,
 ): Readable {
   const stop = new AbortController();
-  const stream = Readable.from(frames(feed, after, stop.signal, log), {
+  const stream = Readable.from(frames(feed, after, stop.signal, log, allowed), {
     objectMode: false,
     highWaterMark: 16 * 1024,
   });
@@ -61,16 +62,31 @@ export function eventStream(
   return stream;
 }
 
+/**
+ * The frames of a stream. Its token is checked again every `feed.tokenCheckMs`: a token
+ * revoked or expired while the stream is open ends it (its client then gets 401), where a
+ * leaked token would otherwise read every change for as long as its connection lasted.
+ */
 async function* frames(
   feed: EventFeed,
   after: bigint,
   signal: AbortSignal,
   log: FastifyBaseLogger,
+  allowed: () => Promise<boolean>,
 ): AsyncGenerator<string> {
   yield streamOpening(after);
   let position = after;
+  let checked = performance.now();
+  let sent = checked;
   const open = () => !signal.aborted && !feed.isClosed;
   while (open()) {
+    if (performance.now() - checked >= feed.tokenCheckMs) {
+      checked = performance.now();
+      if (!(await allowed())) {
+        log.info('an event stream ends: its token was revoked or has expired');
+        return;
+      }
+    }
     let events;
     try {
       events = await feed.after(position, STREAM_BATCH);
@@ -83,13 +99,21 @@ async function* frames(
     if (events.length > 0) {
       yield textOf(events);
       position = events.at(-1)!.position;
+      sent = performance.now();
       // A full batch: the stream is catching up, its next read may be at hand at once (and
       // on SQLite, synchronous), and as long as the client's socket takes the text the
       // stream would read on without the event loop ever turning: a few readers from an old
       // position held every other request for seconds. A turn between its batches.
       if (events.length === STREAM_BATCH) await nextTurn();
-    } else if (!(await feed.waitBeyond(position, feed.heartbeatMs, signal)) && open()) {
-      yield HEARTBEAT;
+      continue;
+    }
+    const idle = performance.now() - sent;
+    const wait = Math.min(feed.heartbeatMs - idle, feed.tokenCheckMs);
+    if (!(await feed.waitBeyond(position, Math.max(wait, 0), signal)) && open()) {
+      if (performance.now() - sent >= feed.heartbeatMs) {
+        yield HEARTBEAT;
+        sent = performance.now();
+      }
     }
   }
 }

@@ -6,6 +6,8 @@ import { parseLastEventId, wantsEventStream } from '../../api/event-stream.js';
 import { listEvents } from '../../api/event-operations.js';
 import { parseJson } from '../../api/json.js';
 import type { EventFeed, FeedPage } from '../../service/event-feed.js';
+import type { TokenService } from '../../service/token-service.js';
+import { parseBearer } from '../../core/tokens.js';
 import { eventStream } from './event-stream.js';
 import { route } from './route.js';
 
@@ -14,7 +16,7 @@ import { route } from './route.js';
  * `Accept: text/event-stream`. Streams and long polls end when the app closes, before it
  * waits for the requests in flight.
  */
-export function eventRoutes(app: FastifyInstance, feed: EventFeed): void {
+export function eventRoutes(app: FastifyInstance, feed: EventFeed, tokens: TokenService): void {
   const open: OpenStreams = new Set();
   app.addHook('preClose', (done) => {
     feed.close();
@@ -32,7 +34,7 @@ export function eventRoutes(app: FastifyInstance, feed: EventFeed): void {
       throw new ApiError('invalidQuery', 'The query parameter "after" must be 0 or more.');
     }
     if (wantsEventStream(request.headers.accept)) {
-      return stream(feed, request, reply, asked, open);
+      return stream(feed, request, reply, asked, open, tokens);
     }
     const after = asked === 'now' ? await feed.head() : asked;
     const seconds = wait === undefined ? undefined : parseWait(wait);
@@ -82,6 +84,7 @@ async function stream(
   reply: FastifyReply,
   after: bigint | 'now' | undefined,
   open: OpenStreams,
+  tokens: TokenService,
 ): Promise<FastifyReply> {
   const resumed = parseLastEventId(request.headers['last-event-id']);
   if (resumed === null) throw new ApiError('malformedLastEventId');
@@ -93,7 +96,18 @@ async function stream(
     const from = resumed ?? (after === 'now' ? await feed.head() : after);
     // Read before the answer starts, so that a cursor no longer kept is a 410, not a stream.
     const { start } = await feed.page(from, 1);
-    const body = eventStream(feed, start, release, request.log, gone.signal);
+    // The token the request came with, checked again while the stream is open; a failed
+    // lookup (the database unreachable) keeps the stream, as it keeps a token in the cache.
+    const bearer = parseBearer(request.headers.authorization) ?? '';
+    const allowed = async () => {
+      try {
+        return (await tokens.authenticate(bearer)) !== undefined;
+      } catch (error) {
+        request.log.warn({ err: error }, 'could not check the token of an event stream');
+        return true;
+      }
+    };
+    const body = eventStream(feed, start, release, request.log, gone.signal, allowed);
     const entry = { body, response: reply.raw };
     open.add(entry);
     body.once('close', () => open.delete(entry));
