@@ -1,5 +1,5 @@
 import type { ErrorObject } from 'ajv';
-import { INT64_RANGE, int64Spelling } from '../core/int64.js';
+import { INT64_MAX, INT64_RANGE, int64Spelling } from '../core/int64.js';
 import { PLANT_LIMITS } from '../core/plant.js';
 
 // What a refused input is told, in the API's words: which field, what it must be, and what
@@ -189,8 +189,9 @@ function int64Message(
   }
   const spelling = int64Spelling(value);
   if (spelling !== undefined) return `${name} ${spelling}.`;
+  // Only the feed's `after` takes words, a position: never below 0.
   if (words.length > 0) {
-    return `${name} must be a decimal integer from ${INT64_RANGE}, or ${list(words, 'or')}.`;
+    return `${name} must be a decimal integer from 0 to ${INT64_MAX}, or ${list(words, 'or')}.`;
   }
   const id = owner === 'plants' ? 'a plant id' : 'an id';
   return `${name} must be ${id}: a decimal integer from ${INT64_RANGE}.`;
