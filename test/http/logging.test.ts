@@ -9,6 +9,7 @@ import type { InjectOptions } from 'fastify';
 import { composeApp } from '../../src/server/compose.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
+import { readEvents } from '../helpers/event-stream.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // One structured log line per request, and never a credential in the logs.
@@ -35,11 +36,16 @@ interface Logged {
   /** The id `token list` shows for `token`. */
   tokenId: number;
   readToken: string;
+  /** A token with events:read only. */
+  eventsToken: string;
   /** Listens on a free port of 127.0.0.1 and returns it. */
   listen(): Promise<number>;
 }
 
-async function loggedApp(t: TestContext, options: { trustProxy?: string } = {}): Promise<Logged> {
+async function loggedApp(
+  t: TestContext,
+  { maxEventStreams, ...options }: { trustProxy?: string; maxEventStreams?: number } = {},
+): Promise<Logged> {
   const store = openSqliteStore({ file: join(makeTempDir(t), 'log.db') });
   const chunks: string[] = [];
   const stream = new Writable({
@@ -48,17 +54,19 @@ async function loggedApp(t: TestContext, options: { trustProxy?: string } = {}):
       done();
     },
   });
-  const app = composeApp({ store, logger: { level: 'info', stream }, ...options });
+  const events = maxEventStreams === undefined ? {} : { events: { maxStreams: maxEventStreams } };
+  const app = composeApp({ store, logger: { level: 'info', stream }, ...options, ...events });
   t.after(async () => {
     await app.close();
     await store.close();
   });
   await app.ready();
   const tokens = new TokenService(store.tokens);
-  const create = (scopes: ('plants:read' | 'plants:write')[]) =>
+  const create = (scopes: ('plants:read' | 'plants:write' | 'events:read')[]) =>
     tokens.create({ name: 'log', scopes, expiresInMs: null });
   const { token, record } = await create(['plants:read', 'plants:write']);
   const readToken = (await create(['plants:read'])).token;
+  const eventsToken = (await create(['events:read'])).token;
   const text = () => chunks.join('');
   return {
     inject: (options) => app.inject(options),
@@ -71,6 +79,7 @@ async function loggedApp(t: TestContext, options: { trustProxy?: string } = {}):
     token,
     tokenId: record.id,
     readToken,
+    eventsToken,
     listen: async () => {
       await app.listen({ host: '127.0.0.1', port: 0 });
       return (app.server.address() as AddressInfo).port;
@@ -192,6 +201,22 @@ test('each failing request writes exactly one line too, with its status', async 
     ids.add(line.reqId);
   }
   assert.equal(ids.size, cases.length, 'every request has its own id');
+});
+
+test('a 503 past the event streams limit is its request line alone, at info', async (t) => {
+  const app = await loggedApp(t, { maxEventStreams: 1 });
+  const port = await app.listen();
+  // Holds the one slot until the app closes.
+  await (await readEvents(t, `http://127.0.0.1:${port}/events`, app.eventsToken)).firstId();
+  const headers = { authorization: `Bearer ${app.eventsToken}` };
+  const refused = await logged(app, { method: 'GET', url: '/events?wait=1s', headers });
+  const line = assertOneLine(refused.added, refused.res, {
+    method: 'GET',
+    route: '/events',
+    url: '/events?wait=1s',
+    status: 503,
+  });
+  assert.equal(line.level, 30, 'a stated limit, as a 429 is: no error line, no stack');
 });
 
 test('neither the token nor the Authorization header ever reaches the logs', async (t) => {

@@ -51,10 +51,19 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
     .send(error.toBody());
 }
 
+/**
+ * 5xx answers that are no failure: a limit the server states, as a 429 is (the request's
+ * line records them). Logged as errors, one client's reconnects wrote thousands of lines with
+ * a stack each.
+ */
+const STATED_LIMITS = new Set<ErrorName>(['tooManyEventStreams']);
+
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
     const answer = toApiError(error);
-    if (answer.status >= 500) request.log.error({ err: error }, 'request failed');
+    if (answer.status >= 500 && !STATED_LIMITS.has(answer.errorName)) {
+      request.log.error({ err: error }, 'request failed');
+    }
     return sendError(reply, answer);
   });
   app.setNotFoundHandler((request, reply) => sendError(reply, routingError(request)));
