@@ -329,8 +329,41 @@ describe('WebhookDispatcher', () => {
     assert.equal(sender.inFlight, 20);
   });
 
-  it("leaves a hung receiver's due backlog alone until its poll", async (t) => {
+  /**
+   * A started dispatcher on mocked timers (1 s poll and timeout) over `queue`: `claims` counts
+   * its claims, `settle` lets it run what it can without a timer firing.
+   */
+  function onMockedTimers(
+    t: TestContext,
+    queue: MemoryQueue,
+    sender: ScriptedSender,
+    now: () => Date = () => NOW,
+  ) {
     t.mock.timers.enable({ apis: ['setTimeout'] });
+    const made = new WebhookDispatcher({
+      queue,
+      sender,
+      log: silentLog,
+      timeoutMs: 1000,
+      now,
+      pollMs: 1000,
+    });
+    made.start();
+    t.after(async () => {
+      t.mock.timers.reset();
+      await made.stop(0);
+    });
+    return {
+      claims: () => queue.calls.filter((call) => call.startsWith('claim')).length,
+      settle: async () => {
+        for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+      },
+    };
+  }
+
+  const answering = () => new ScriptedSender(() => Promise.resolve({ status: 204 }));
+
+  it("leaves a hung receiver's due backlog alone until its poll", async (t) => {
     const queue = new MemoryQueue();
     queue.add(10, 1n);
     // What the stores answer while a receiver hangs: its backlog was due by the claim (and
@@ -342,24 +375,7 @@ describe('WebhookDispatcher', () => {
           signal!.addEventListener('abort', () => resolve({ abandoned: true })),
         ),
     );
-    const made = new WebhookDispatcher({
-      queue,
-      sender: hung,
-      log: silentLog,
-      timeoutMs: 1000,
-      now: () => NOW,
-      pollMs: 1000,
-    });
-    made.start();
-    t.after(async () => {
-      t.mock.timers.reset();
-      await made.stop(0);
-    });
-    const claims = () => queue.calls.filter((call) => call.startsWith('claim')).length;
-    // Lets the loop run what it can without a timer firing.
-    const settle = async () => {
-      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
-    };
+    const { claims, settle } = onMockedTimers(t, queue, hung);
     await settle();
     assert.equal(hung.inFlight, 1);
     const first = claims();
@@ -375,27 +391,10 @@ describe('WebhookDispatcher', () => {
   });
 
   it('claims again when the next message falls due after a claim, not at the poll', async (t) => {
-    t.mock.timers.enable({ apis: ['setTimeout'] });
     const queue = new MemoryQueue();
     // Another endpoint's retry, 300 ms after the claim, past a backlog held back by its share.
     queue.nextDue = async (after) => new Date(after.getTime() + 300);
-    const made = new WebhookDispatcher({
-      queue,
-      sender: new ScriptedSender(() => Promise.resolve({ status: 204 })),
-      log: silentLog,
-      timeoutMs: 1000,
-      now: () => NOW,
-      pollMs: 1000,
-    });
-    made.start();
-    t.after(async () => {
-      t.mock.timers.reset();
-      await made.stop(0);
-    });
-    const claims = () => queue.calls.filter((call) => call.startsWith('claim')).length;
-    const settle = async () => {
-      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
-    };
+    const { claims, settle } = onMockedTimers(t, queue, answering());
     await settle();
     const first = claims();
     t.mock.timers.tick(299);
@@ -407,28 +406,11 @@ describe('WebhookDispatcher', () => {
   });
 
   it('wakes for nothing at most 4 times a second: messages falling due it cannot take', async (t) => {
-    t.mock.timers.enable({ apis: ['setTimeout'] });
     const queue = new MemoryQueue();
     // A disabled endpoint's retries, or a hung one's, falling due every 10 ms: none claimable.
     let clock = NOW.getTime();
     queue.nextDue = async (after) => new Date(after.getTime() + 10);
-    const made = new WebhookDispatcher({
-      queue,
-      sender: new ScriptedSender(() => Promise.resolve({ status: 204 })),
-      log: silentLog,
-      timeoutMs: 1000,
-      now: () => new Date(clock),
-      pollMs: 1000,
-    });
-    made.start();
-    t.after(async () => {
-      t.mock.timers.reset();
-      await made.stop(0);
-    });
-    const claims = () => queue.calls.filter((call) => call.startsWith('claim')).length;
-    const settle = async () => {
-      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
-    };
+    const { claims, settle } = onMockedTimers(t, queue, answering(), () => new Date(clock));
     await settle();
     const first = claims();
     for (let ms = 0; ms < 1000; ms += 10) {
