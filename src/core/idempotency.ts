@@ -72,6 +72,15 @@ export type ClaimOutcome =
   /** The first request was answered: replay its answer. */
   | { state: 'answered'; answer: KeptAnswer };
 
+/** When a key claimed at `at` expires, and until when its request holds it (Unix ms). */
+export function keyDeadlines(at: Date): { expiresAt: number; leaseUntil: number } {
+  const now = at.getTime();
+  return { expiresAt: now + IDEMPOTENCY_KEY_TTL_MS, leaseUntil: now + IDEMPOTENCY_LEASE_MS };
+}
+
+/** What a claim found when the key was not its to take. */
+export type KeyFound = Exclude<ClaimOutcome, { state: 'claimed' }>;
+
 /** Identifies a claimed key to the write that settles it. */
 export interface ClaimedKey {
   tokenId: number;

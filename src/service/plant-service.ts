@@ -54,18 +54,19 @@ export class PlantService {
       return { plant: await this.insert(input, by), replayed: false };
     }
     const key: ClaimedKey = { tokenId: by.tokenId, key: idempotencyKey };
-    const claim = await this.keys.claim({
-      ...key,
-      fingerprint: fingerprintOf(input),
-      at: this.now(),
-    });
-    switch (claim.state) {
+    const claim = { ...key, fingerprint: fingerprintOf(input), at: this.now() };
+    // A key never seen and a create that succeeds, or a retry of one, as most are, take one
+    // transaction; the other cases the long way, a claim first, which tells them apart.
+    const first = await this.store.insertWithKey(input, { by, claim });
+    if (first.state === 'created') return { plant: first.plant, replayed: false };
+    const outcome = first.state === 'long-way' ? await this.keys.claim(claim) : first;
+    switch (outcome.state) {
       case 'mismatch':
         throw new ApiError('idempotencyKeyReused');
       case 'in-flight':
         throw new ApiError('idempotencyKeyInFlight');
       case 'answered':
-        return replay(claim.answer);
+        return replay(outcome.answer);
       case 'claimed':
         return { plant: await this.insertClaimed(input, by, key), replayed: false };
     }

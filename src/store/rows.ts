@@ -1,6 +1,6 @@
 import type { AuditAction, AuditEntry } from '../core/audit.js';
 import { errorCatalogue, errorNamed, statusOf } from '../core/errors.js';
-import type { ClaimOutcome, KeptRefusal } from '../core/idempotency.js';
+import type { KeptRefusal, KeyFound } from '../core/idempotency.js';
 import type { Plant, StoredPlant } from '../core/plant.js';
 import { isScope, type Scope } from '../core/scopes.js';
 
@@ -88,6 +88,8 @@ export interface KeyRow {
   plant_version: bigint | null;
   error_code: number | bigint | null;
   error_message: string | null;
+  /** Whether a claim would take the key over (see takeable), where the read says. */
+  takeable?: boolean | number;
 }
 
 /** The columns a kept refusal is stored in: its status, its code and its message. */
@@ -97,7 +99,7 @@ export function refusalColumns({ name, message }: KeptRefusal): [number, number,
 }
 
 /** What a claim that did not take the key found instead. */
-export function claimRefusal(row: KeyRow, fingerprint: string): ClaimOutcome {
+export function claimRefusal(row: KeyRow, fingerprint: string): KeyFound {
   if (row.fingerprint !== fingerprint) return { state: 'mismatch' };
   if (row.status === null) return { state: 'in-flight' };
   const status = Number(row.status);
@@ -117,16 +119,25 @@ export function claimRefusal(row: KeyRow, fingerprint: string): ClaimOutcome {
 }
 
 /**
+ * Whether a claim at `at` with `fingerprint` takes over the key of row `k`, in both dialects:
+ * when it is expired, or held by a request that died (same body, lease over).
+ */
+export const takeable = (at: string, fingerprint: string) => `(k.expires_at <= ${at}
+     OR (k.status IS NULL AND k.lease_until <= ${at} AND k.fingerprint = ${fingerprint}))`;
+
+/** The columns of a key's row a claim that did not take it reads (KeyRow), from `k`. */
+export const KEY_FOUND = `k.fingerprint, k.status, k.plant_id, k.plant_name, k.plant_tag,
+    k.plant_version, k.error_code, k.error_message`;
+
+/**
  * The upsert clause of a key claim, the same in both dialects (the insert aliased `k`): it
- * takes the key when it is expired, or held by a request that died (same body, lease over),
- * and otherwise leaves the row as it is, so that RETURNING gives nothing.
+ * takes the key when it is `takeable`, and otherwise leaves the row as it is, so that
+ * RETURNING gives nothing.
  */
 export const TAKE_KEY = `ON CONFLICT (token_id, key) DO UPDATE SET
     fingerprint = excluded.fingerprint, created_at = excluded.created_at,
     expires_at = excluded.expires_at, lease_until = excluded.lease_until,
     status = NULL, plant_id = NULL, plant_name = NULL, plant_tag = NULL, plant_version = NULL,
     error_code = NULL, error_message = NULL
-  WHERE k.expires_at <= excluded.created_at
-     OR (k.status IS NULL AND k.lease_until <= excluded.created_at
-         AND k.fingerprint = excluded.fingerprint)
+  WHERE ${takeable('excluded.created_at', 'excluded.fingerprint')}
   RETURNING 1`;

@@ -4,6 +4,7 @@ import type {
   ClaimOutcome,
   IdempotencyClaim,
   KeptRefusal,
+  KeyFound,
 } from '../core/idempotency.js';
 import type { NewPlant, PlantChange, PlantQuery, StoredPlant } from '../core/plant.js';
 import type { Scope } from '../core/scopes.js';
@@ -33,6 +34,18 @@ export interface InsertOptions extends WriteOptions {
   /** A claimed Idempotency-Key to settle with the created plant, in the same transaction. */
   idempotencyKey?: ClaimedKey;
 }
+
+export interface KeyedInsertOptions extends WriteOptions {
+  /** The Idempotency-Key the create comes with, as a claim would take it. */
+  claim: IdempotencyClaim;
+}
+
+/** What PlantStore.insertWithKey did. */
+export type KeyedInsert =
+  { state: 'created'; plant: StoredPlant } | KeyFound | { state: 'long-way' };
+
+/** PlantStore.insertWithKey wrote nothing: the key is the long way's to take. */
+export const LONG_WAY = { state: 'long-way' } as const;
 
 export interface ConditionalWriteOptions extends WriteOptions {
   /**
@@ -70,6 +83,17 @@ export interface PlantStore {
    * `idempotencyKey` is no longer claimed.
    */
   insert(plant: NewPlant, options?: InsertOptions): Promise<StoredPlant>;
+  /**
+   * A create with an Idempotency-Key, in one transaction: a key the store has not seen is
+   * kept with the plant created (`created`); a key seen before is answered as a claim finds it
+   * (`answered`, `mismatch`, `in-flight`), creating nothing. Anything else writes nothing and
+   * answers `long-way`: a key to take over (expired, or its request died), a create refused
+   * (PlantExistsError, IdsExhaustedError), or a key another request took meanwhile; the caller
+   * then claims the key, inserts and settles (IdempotencyStore), which tells those cases apart.
+   * Most keyed creates are a new key and a create that succeeds, or the retry of one (an
+   * import's lines, run again): one transaction each, not two.
+   */
+  insertWithKey(plant: NewPlant, options: KeyedInsertOptions): Promise<KeyedInsert>;
   get(id: bigint): Promise<StoredPlant | undefined>;
   /** Up to `limit` plants in id order, after `after`, of `tag` (see PlantListing). */
   list(query: PlantQuery): Promise<PlantListing>;

@@ -215,15 +215,50 @@ forEachBackend(({ setup }) => {
     });
   });
 
+  describe('PlantService.create with a key, in one write', () => {
+    it('creates, and replays for a retry, claiming nothing; a refusal goes the long way', async (t) => {
+      const { store } = await setup(t);
+      const claims: string[] = [];
+      const counted = {
+        ...store.idempotency,
+        claim: (claim: Parameters<typeof store.idempotency.claim>[0]) => {
+          claims.push(claim.key);
+          return store.idempotency.claim(claim);
+        },
+      };
+      const service = new PlantService(store.plants, counted);
+      const by = { tokenId: 1 };
+      const created = await service.create({ name: 'Fern' }, by, 'k');
+      assert.equal(created.replayed, false);
+      assert.deepEqual(claims, []);
+      assert.deepEqual(await service.create({ name: 'Fern' }, by, 'k'), {
+        plant: created.plant,
+        replayed: true,
+      });
+      assert.deepEqual(claims, []);
+      // A refused create takes the long way, which keeps the refusal.
+      await assert.rejects(
+        service.create({ id: created.plant.id, name: 'Ivy' }, by, 'k2'),
+        (error: unknown) => error instanceof ApiError && error.kind.code === 40901,
+      );
+      assert.deepEqual(claims, ['k2']);
+      const kept = await store.idempotency.claim({
+        tokenId: 1,
+        key: 'k2',
+        fingerprint: fingerprintOf({ id: created.plant.id, name: 'Ivy' }),
+        at: new Date(),
+      });
+      assert.equal(kept.state, 'answered');
+    });
+  });
+
   describe('PlantService.create with a key, when the database fails', () => {
     it('frees the key, so the retry really creates', async (t) => {
       const { store } = await setup(t);
-      const failing = {
-        ...store.plants,
-        insert: async () => {
-          throw new StoreUnavailableError(new Error('disk on fire'));
-        },
+      const fail = async (): Promise<never> => {
+        throw new StoreUnavailableError(new Error('disk on fire'));
       };
+      const failing = { ...store.plants, insert: fail, insertWithKey: fail };
       const by = { tokenId: 1 };
       const broken = new PlantService(failing, store.idempotency);
       await assert.rejects(broken.create({ name: 'Fern' }, by, 'k'), StoreUnavailableError);
@@ -238,8 +273,11 @@ forEachBackend(({ setup }) => {
   describe('PlantService.create, when its key was taken over meanwhile', () => {
     it('answers 409 40903 and leaves the key to the request that holds it', async (t) => {
       const { store } = await setup(t);
+      // The key taken between the claim and the create: the long way only (insertWithKey
+      // takes it in one transaction).
       const lost = {
         ...store.plants,
+        insertWithKey: async () => ({ state: 'long-way' }) as const,
         insert: async () => {
           throw new KeyNotHeldError();
         },

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { INT64_MAX } from '../../src/core/int64.js';
+import type { NewPlant } from '../../src/core/plant.js';
 import { PlantChangedError, PlantExistsError, type Store } from '../../src/store/store.js';
 
 // Calls every method of a Store (and checks that it did), each way that runs a statement of
@@ -128,6 +129,13 @@ async function run(store: Store): Promise<void> {
     { id: 200n, name: 'keyed' },
     { idempotencyKey: { tokenId: 1, key: 'k4' } },
   );
+  // A key new to the store takes one write (server and client ids); a known one, none.
+  const fresh = (key: string) => ({ claim: { ...claim, key } });
+  const keyed = async (plant: NewPlant, key: string) =>
+    (await store.plants.insertWithKey(plant, fresh(key))).state;
+  assert.equal(await keyed({ name: 'k5' }, 'k5'), 'created');
+  assert.equal(await keyed({ id: 201n, name: 'k6' }, 'k6'), 'created');
+  assert.equal(await keyed({ name: 'k5' }, 'k5'), 'answered');
   await store.idempotency.claim({ ...claim, key: 'k2' });
   await store.idempotency.settle(
     { tokenId: 1, key: 'k2' },

@@ -118,6 +118,11 @@ forEachBackend((backend) => {
       // Longer than one look at the taken ids reads (10,000).
       await db.takeByHand(first + 6n, 25_000);
       assert.equal(await assign(store.plants), first + 25_006n);
+      // So does a create with an Idempotency-Key new to the store (statements of their own).
+      await db.takeByHand(first + 25_007n, 25_000);
+      const claim = { tokenId: 1, key: 'k', fingerprint: 'f', at: new Date() };
+      const keyed = await store.plants.insertWithKey({ name: 'keyed' }, { claim });
+      assert.equal(keyed.state === 'created' && keyed.plant.id, first + 50_007n);
     });
 
     it('never give out the id of a deleted plant, assigned or chosen, after a restart too', async (t) => {

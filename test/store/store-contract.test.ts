@@ -726,6 +726,76 @@ function storeContract(open: (t: TestContext) => Promise<Store>): void {
         assert.deepEqual(again, { state: 'answered', answer: { status: 201, plant } });
       });
 
+      it('insertWithKey creates with a new key, answers a known one as a claim would', async (t) => {
+        const store = await open(t);
+        const first = await store.plants.insertWithKey({ name: 'Fern' }, { claim: claim() });
+        assert.equal(first.state, 'created');
+        const { plant } = first as { plant: StoredPlant };
+        const answered = { state: 'answered', answer: { status: 201, plant } };
+        const retry = { claim: claim({ at: later(1000) }) };
+        assert.deepEqual(await store.plants.insertWithKey({ name: 'Fern' }, retry), answered);
+        assert.deepEqual(await store.idempotency.claim(claim({ at: later(1000) })), answered);
+        assert.deepEqual(
+          await store.plants.insertWithKey({ name: 'x' }, { claim: claim({ fingerprint: 'f2' }) }),
+          { state: 'mismatch' },
+        );
+        // With a client's id too; the key, its token's.
+        const own = await store.plants.insertWithKey(
+          { id: 7n, name: 'Ivy' },
+          { claim: claim({ tokenId: 2 }) },
+        );
+        assert.equal(own.state, 'created');
+        assert.deepEqual(shown((own as { plant: StoredPlant }).plant), { id: 7n, name: 'Ivy' });
+        // A key in flight is told so; one a claim would take over is left to the long way.
+        await store.idempotency.claim(claim({ key: 'held' }));
+        const held = (at: Date) => ({ claim: claim({ key: 'held', at }) });
+        assert.deepEqual(await store.plants.insertWithKey({ name: 'x' }, held(at)), {
+          state: 'in-flight',
+        });
+        const leaseOut = held(later(IDEMPOTENCY_LEASE_MS));
+        assert.deepEqual(await store.plants.insertWithKey({ name: 'x' }, leaseOut), {
+          state: 'long-way',
+        });
+        const expired = { claim: claim({ at: later(IDEMPOTENCY_KEY_TTL_MS) }) };
+        assert.deepEqual(await store.plants.insertWithKey({ name: 'x' }, expired), {
+          state: 'long-way',
+        });
+        assert.deepEqual(ids(await listed(store.plants, { limit: 10 })), [plant.id, 7n].sort());
+        assert.equal((await store.audit.list({ limit: 10 })).length, 2);
+      });
+
+      it('insertWithKey refused writes nothing, and leaves the key new', async (t) => {
+        const store = await open(t);
+        await store.plants.insert({ id: 1n, name: 'Fern' });
+        assert.deepEqual(
+          await store.plants.insertWithKey({ id: 1n, name: 'x' }, { claim: claim() }),
+          { state: 'long-way' },
+        );
+        assert.equal((await store.audit.list({ limit: 10 })).length, 1);
+        assert.deepEqual(await store.idempotency.claim(claim()), { state: 'claimed' });
+      });
+
+      it('insertWithKey of one key at once creates one plant', async (t) => {
+        const store = await open(t);
+        const tries = await Promise.all(
+          Array.from({ length: 8 }, () =>
+            store.plants.insertWithKey({ name: 'Fern' }, { claim: claim() }),
+          ),
+        );
+        const created = tries.filter((outcome) => outcome.state === 'created');
+        assert.equal(created.length, 1);
+        const { plant } = created[0] as { plant: StoredPlant };
+        // The others found its answer, or met its key at the commit and go the long way.
+        for (const outcome of tries.filter((other) => other.state !== 'created')) {
+          assert.ok(outcome.state === 'answered' || outcome.state === 'long-way', outcome.state);
+        }
+        assert.deepEqual(ids(await listed(store.plants, { limit: 10 })), [plant.id]);
+        assert.deepEqual(await store.idempotency.claim(claim()), {
+          state: 'answered',
+          answer: { status: 201, plant },
+        });
+      });
+
       it('an insert whose key is not claimed (freed, or answered) creates nothing', async (t) => {
         const store = await open(t);
         const key = { tokenId: 1, key: 'k1' };

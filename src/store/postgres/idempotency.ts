@@ -1,9 +1,8 @@
 import {
   type ClaimedKey,
-  IDEMPOTENCY_KEY_TTL_MS,
-  IDEMPOTENCY_LEASE_MS,
   type IdempotencyClaim,
   type KeptRefusal,
+  keyDeadlines,
 } from '../../core/idempotency.js';
 import { claimRefusal, type KeyRow, refusalColumns, TAKE_KEY } from '../rows.js';
 import type { IdempotencyStore } from '../store.js';
@@ -26,15 +25,14 @@ const READ_KEY = `SELECT fingerprint, status, plant_id, plant_name, plant_tag, p
 export function postgresIdempotency(query: Query): IdempotencyStore {
   return {
     async claim({ tokenId, key, fingerprint, at }: IdempotencyClaim) {
-      const expiresAt = new Date(at.getTime() + IDEMPOTENCY_KEY_TTL_MS);
-      const leaseUntil = new Date(at.getTime() + IDEMPOTENCY_LEASE_MS);
+      const { expiresAt, leaseUntil } = keyDeadlines(at);
       const { rows } = await query('idempotency.claim', CLAIM, [
         tokenId,
         key,
         fingerprint,
         at,
-        expiresAt,
-        leaseUntil,
+        new Date(expiresAt),
+        new Date(leaseUntil),
       ]);
       if (rows.length > 0) return { state: 'claimed' } as const;
       const found = await query<KeyRow>('idempotency.read', READ_KEY, [tokenId, key]);

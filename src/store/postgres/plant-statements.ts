@@ -1,6 +1,7 @@
 // The SQL of plantstore's plant writes and reads on PostgreSQL (src/store/postgres/plants.ts
 // runs them): each write is one statement, its audit entry, the settling of its
 // Idempotency-Key and its webhook event in CTEs beside the change.
+import { KEY_FOUND, takeable } from '../rows.js';
 import { EVENTS_RECORDED, outboxCtes } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
@@ -19,18 +20,46 @@ const KEY_HELD = `held AS (
     WHERE token_id = $6::bigint AND key = $7::text AND status IS NULL FOR UPDATE),
   allowed AS (SELECT $7::text IS NULL OR EXISTS (SELECT 1 FROM held) AS ok)`;
 
-// The create's audit entry and the settling of its key, then the created plant (none if
-// nothing was created), whether the key was held, and the id a server create drew.
-const afterCreate = (drawn: string) => `audited AS (
-    ${AUDIT_INSERT}
-    SELECT $3::timestamptz, 'create', id, $4::bigint, $5::text, NULL, NULL, name, tag FROM created),
-  settled AS (
+// A create with its key in the same statement (PlantStore.insertWithKey) runs only while no
+// row has the key, and inserts the key settled with the plant ($8 to $11: the claim's
+// fingerprint, time, expiry and lease); `found` is the key's row otherwise, as a claim would
+// find it. Two such creates of one key at once: the second's insert waits for the first's
+// row at the primary key and, once it commits, fails, so that the whole statement rolls back
+// and its request takes the key the long way.
+const KEY_NEW = `found AS (
+    SELECT ${KEY_FOUND}, ${takeable('$9::timestamptz', '$8::text')} AS takeable
+    FROM idempotency_keys k WHERE k.token_id = $6::bigint AND k.key = $7::text),
+  allowed AS (SELECT NOT EXISTS (SELECT 1 FROM found) AS ok)`;
+
+const SETTLE_HELD = `settled AS (
     UPDATE idempotency_keys k SET status = 201, plant_id = c.id, plant_name = c.name,
       plant_tag = c.tag, plant_version = c.version
-    FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL),
+    FROM created c WHERE k.token_id = $6::bigint AND k.key = $7::text AND k.status IS NULL)`;
+
+const KEEP_NEW = `kept AS (
+    INSERT INTO idempotency_keys (token_id, key, fingerprint, created_at, expires_at,
+      lease_until, status, plant_id, plant_name, plant_tag, plant_version)
+    SELECT $6::bigint, $7::text, $8::text, $9::timestamptz, $10::timestamptz, $11::timestamptz,
+      201, c.id, c.name, c.tag, c.version
+    FROM created c)`;
+
+/** How a create treats its key: held by a claim before (or none), or new to the store. */
+export type KeyMode = 'held' | 'new';
+const keyCheck = (mode: KeyMode) => (mode === 'held' ? KEY_HELD : KEY_NEW);
+// The first parameter after the key's: the skip of a retry, or a client create's id.
+const nextParam = (mode: KeyMode) => (mode === 'held' ? 8 : 12);
+
+// The create's audit entry and the settling of its key, then the created plant (none if
+// nothing was created), whether the key allowed the create, the id a server create drew, and
+// (a key in the statement) the key's row found instead.
+const afterCreate = (mode: KeyMode, drawn: string) => `audited AS (
+    ${AUDIT_INSERT}
+    SELECT $3::timestamptz, 'create', id, $4::bigint, $5::text, NULL, NULL, name, tag FROM created),
+  ${mode === 'held' ? SETTLE_HELD : KEEP_NEW},
   ${outboxCtes('plant.created', 'created', '$3::timestamptz')}
   SELECT c.id, c.name, c.tag, c.version, a.ok AS allowed, ${EVENTS_RECORDED}, ${drawn} AS drawn
-  FROM allowed a LEFT JOIN created c ON true`;
+    ${mode === 'held' ? '' : ', f.*'}
+  FROM allowed a LEFT JOIN created c ON true ${mode === 'held' ? '' : 'LEFT JOIN found f ON true'}`;
 
 /**
  * `old` locks the plant and reads it as it is now, which is the audit's "before"; the
@@ -71,13 +100,14 @@ const PLANT_IDS_LOCK = '8100956956760040563';
 // read `claimed`, so they run after it and only when it claimed nothing: a fresh create pays
 // nothing for them, and one after clients took ids above the counter pays one statement and
 // one commit, not two. Should the second id be taken too (a claim in between), the statement
-// answers it as `drawn`, and the next try ($8) skips its run first (`skipped`).
-const insertNew = (afterSkip: boolean) => `WITH ${KEY_HELD},
+// answers it as `drawn`, and the next try ($8, or $12 after a new key's) skips its run first
+// (`skipped`).
+const insertNew = (mode: KeyMode, afterSkip: boolean) => `WITH ${keyCheck(mode)},
   fenced AS MATERIALIZED (
     SELECT pg_advisory_xact_lock_shared(${PLANT_IDS_LOCK}) WHERE (SELECT ok FROM allowed)),${
       afterSkip
         ? `
-  skipped AS MATERIALIZED (SELECT plant_ids_skip($8::bigint) FROM fenced),`
+  skipped AS MATERIALIZED (SELECT plant_ids_skip($${nextParam(mode)}::bigint) FROM fenced),`
         : ''
     }
   drawn AS MATERIALIZED (
@@ -96,24 +126,29 @@ const insertNew = (afterSkip: boolean) => `WITH ${KEY_HELD},
     SELECT id, $1, $2 FROM (SELECT id FROM claimed UNION ALL SELECT id FROM reclaimed) c
     ON CONFLICT (id) DO NOTHING
     RETURNING ${STORED}),
-  ${afterCreate('coalesce((SELECT id FROM redrawn), (SELECT id FROM drawn))')}`;
+  ${afterCreate(mode, 'coalesce((SELECT id FROM redrawn), (SELECT id FROM drawn))')}`;
 
-export const INSERT_NEW = insertNew(false);
-export const INSERT_NEW_AFTER_SKIP = insertNew(true);
+/** The statements of a server create (the first try, and one after a taken id), by key mode. */
+export const INSERT_NEW = { held: insertNew('held', false), new: insertNew('new', false) };
+export const INSERT_NEW_AFTER_SKIP = { held: insertNew('held', true), new: insertNew('new', true) };
 
 // A client create records its id as taken before it creates the plant (`recorded` is read to
-// the end first), taking its locks in the same order as a server create.
-export const INSERT_WITH_ID = `WITH ${KEY_HELD},
+// the end first), taking its locks in the same order as a server create. Its id is $8, or $12
+// with a new key.
+const insertWithId = (mode: KeyMode) => `WITH ${keyCheck(mode)},
   recorded AS (
-    INSERT INTO plant_ids_taken (id) SELECT $8::bigint WHERE (SELECT ok FROM allowed)
+    INSERT INTO plant_ids_taken (id) SELECT $${nextParam(mode)}::bigint
+    WHERE (SELECT ok FROM allowed)
     ON CONFLICT DO NOTHING RETURNING id),
   created AS (
     INSERT INTO plants (id, name, tag)
-    SELECT $8::bigint, $1, $2 FROM (SELECT count(*) FROM recorded) r
+    SELECT $${nextParam(mode)}::bigint, $1, $2 FROM (SELECT count(*) FROM recorded) r
     WHERE (SELECT ok FROM allowed)
     ON CONFLICT (id) DO NOTHING
     RETURNING ${STORED}),
-  ${afterCreate('NULL::bigint')}`;
+  ${afterCreate(mode, 'NULL::bigint')}`;
+
+export const INSERT_WITH_ID = { held: insertWithId('held'), new: insertWithId('new') };
 
 export const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   changed AS (

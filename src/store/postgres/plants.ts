@@ -1,61 +1,20 @@
-import pg from 'pg';
-import type { WriteOrigin } from '../../core/audit.js';
-import type { NewPlant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
+import type pg from 'pg';
+import type { PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
 import { plantPayload } from '../../core/webhooks/events.js';
 import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
-  IdsExhaustedError,
-  type InsertOptions,
-  KeyNotHeldError,
   PlantChangedError,
-  PlantExistsError,
   type PlantListing,
   type PlantStore,
 } from '../store.js';
+import { insert, insertWithKey, origin, type Outboxed } from './plant-creates.js';
 import type { Query, QueryOptions } from './query.js';
-import {
-  STORED,
-  page,
-  TAG_AFTER,
-  INSERT_NEW,
-  INSERT_NEW_AFTER_SKIP,
-  INSERT_WITH_ID,
-  updateSql,
-  DELETE,
-  DELETE_IF,
-} from './plant-statements.js';
-
-/** What a create answers: the plant if one was created. */
-interface CreateRow extends Partial<StoredPlantRow>, Outboxed {
-  allowed: boolean;
-  /** The id a server create drew, also when it was taken and nothing was created. */
-  drawn: bigint | null;
-}
-
-/** Whether a write recorded a webhook event (see outboxCtes). */
-interface Outboxed {
-  events: bigint;
-}
-
-/** The parameters afterCreate and the other audited writes take, from the write's options. */
-const origin = (by: WriteOrigin | undefined) => [
-  // ISO text: pg writes a Date out in local time, field by field, at several times the cost.
-  new Date().toISOString(),
-  by?.tokenId ?? null,
-  by?.requestId ?? null,
-];
+import { STORED, page, TAG_AFTER, updateSql, DELETE, DELETE_IF } from './plant-statements.js';
 
 /** Found the plant locked (`old_id`) but wrote nothing: the expected plant had changed. */
 interface WriteRow extends Partial<StoredPlantRow>, Outboxed {
   old_id: bigint;
-}
-
-/** The plant a client create made, or why it made none. */
-function created(row: CreateRow, refusal: () => Error): StoredPlant {
-  if (!row.allowed) throw new KeyNotHeldError();
-  if (row.id === null || row.id === undefined) throw refusal();
-  return toStoredPlant(row as StoredPlantRow);
 }
 
 /**
@@ -85,6 +44,11 @@ export function postgresPlants(
       written();
       return created;
     },
+    async insertWithKey(plant, options) {
+      const outcome = await insertWithKey(query, plant, options);
+      if (outcome.state === 'created') written();
+      return outcome;
+    },
     async get(id: bigint) {
       const { rows } = await query<StoredPlantRow>(
         'plants.get',
@@ -105,66 +69,6 @@ export function postgresPlants(
       return deleted;
     },
   };
-}
-
-async function insert(
-  query: Query,
-  { id, name, tag }: NewPlant,
-  { by, idempotencyKey }: InsertOptions = {},
-): Promise<StoredPlant> {
-  const values = [
-    name,
-    tag ?? null,
-    ...origin(by),
-    idempotencyKey?.tokenId ?? null,
-    idempotencyKey?.key ?? null,
-  ];
-  if (id === undefined) return insertNew(query, values);
-  const { rows } = await query<CreateRow>('plants.insertWithId', INSERT_WITH_ID, [
-    ...values,
-    id.toString(),
-  ]);
-  return created(rows[0]!, () => new PlantExistsError(id));
-}
-
-/**
- * A create with the next id of the sequence that no plant has or had: each try that draws a
- * taken id moves the sequence past the run of taken ids it starts, then tries again.
- */
-async function insertNew(query: Query, values: unknown[]): Promise<StoredPlant> {
-  let skip: bigint | undefined;
-  for (;;) {
-    const row = (await drawAndCreate(query, values, skip))[0]!;
-    if (!row.allowed) throw new KeyNotHeldError();
-    if (row.id !== null && row.id !== undefined) return toStoredPlant(row as StoredPlantRow);
-    skip = row.drawn!;
-  }
-}
-
-/** SQLSTATE of nextval past the sequence's MAXVALUE: every id up to the int64 maximum is used. */
-const SEQUENCE_EXHAUSTED = '2200H';
-
-/** One try; `skip`, the taken id the try before drew, is skipped first. */
-async function drawAndCreate(
-  query: Query,
-  values: unknown[],
-  skip: bigint | undefined,
-): Promise<CreateRow[]> {
-  try {
-    const { rows } =
-      skip === undefined
-        ? await query<CreateRow>('plants.insertNew', INSERT_NEW, values)
-        : await query<CreateRow>('plants.insertNewAfterSkip', INSERT_NEW_AFTER_SKIP, [
-            ...values,
-            skip.toString(),
-          ]);
-    return rows;
-  } catch (error) {
-    if (error instanceof pg.DatabaseError && error.code === SEQUENCE_EXHAUSTED) {
-      throw new IdsExhaustedError();
-    }
-    throw error;
-  }
 }
 
 async function list(query: Query, { limit, after, tag }: PlantQuery): Promise<PlantListing> {

@@ -2,10 +2,9 @@ import type Database from 'better-sqlite3';
 import {
   type ClaimedKey,
   type ClaimOutcome,
-  IDEMPOTENCY_KEY_TTL_MS,
-  IDEMPOTENCY_LEASE_MS,
   type IdempotencyClaim,
   type KeptRefusal,
+  keyDeadlines,
 } from '../../core/idempotency.js';
 import { claimRefusal, type KeyRow, refusalColumns, TAKE_KEY } from '../rows.js';
 import type { IdempotencyStore } from '../store.js';
@@ -61,15 +60,7 @@ function claim(
   { take, read }: Statements,
   { tokenId, key, fingerprint, at }: IdempotencyClaim,
 ): ClaimOutcome {
-  const now = at.getTime();
-  const taken = take.get({
-    tokenId,
-    key,
-    fingerprint,
-    at: now,
-    expiresAt: now + IDEMPOTENCY_KEY_TTL_MS,
-    leaseUntil: now + IDEMPOTENCY_LEASE_MS,
-  });
+  const taken = take.get({ tokenId, key, fingerprint, at: at.getTime(), ...keyDeadlines(at) });
   if (taken !== undefined) return { state: 'claimed' };
   return claimRefusal(read.get(tokenId, key) as KeyRow, fingerprint);
 }

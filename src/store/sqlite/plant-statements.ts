@@ -1,7 +1,7 @@
 // The SQL of plantstore's plant writes and reads on SQLite (src/store/sqlite/plants.ts runs
 // them in its transactions), as postgres/plant-statements.ts holds PostgreSQL's.
 import type Database from 'better-sqlite3';
-import { STORED_PLANT_COLUMNS } from '../rows.js';
+import { KEY_FOUND, STORED_PLANT_COLUMNS, takeable } from '../rows.js';
 
 const COLUMNS = 'id, name, tag';
 // Writes read the version too. A new plant gets its version from the column's default
@@ -15,7 +15,15 @@ export interface Reads {
   pages: Record<'all' | 'after' | 'tag' | 'tagAfter', Statement>;
 }
 export type Writes = Record<
-  'insertWithId' | 'insertIfFree' | 'update' | 'remove' | 'audit' | 'settleCreated' | 'keyHeld',
+  | 'insertWithId'
+  | 'insertIfFree'
+  | 'update'
+  | 'remove'
+  | 'audit'
+  | 'settleCreated'
+  | 'keyHeld'
+  | 'keyFound'
+  | 'keepCreated',
   Statement
 >;
 
@@ -85,6 +93,18 @@ export function prepareWrites(db: Database.Database): Writes {
     ),
     keyHeld: db.prepare(
       'SELECT 1 FROM idempotency_keys WHERE token_id = ? AND key = ? AND status IS NULL',
+    ),
+    // The key's row as a claim at @at would find it (PlantStore.insertWithKey).
+    keyFound: db.prepare(
+      `SELECT ${KEY_FOUND}, ${takeable('@at', '@fingerprint')} AS takeable
+       FROM idempotency_keys k WHERE k.token_id = @tokenId AND k.key = @key`,
+    ),
+    // The key of a create that took it new, settled at once (PlantStore.insertWithKey).
+    keepCreated: db.prepare(
+      `INSERT INTO idempotency_keys (token_id, key, fingerprint, created_at, expires_at,
+         lease_until, status, plant_id, plant_name, plant_tag, plant_version)
+       VALUES (@tokenId, @key, @fingerprint, @at, @expiresAt, @leaseUntil, 201, @id, @name,
+         @tag, @version)`,
     ),
   };
 }

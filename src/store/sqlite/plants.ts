@@ -1,12 +1,17 @@
 import type Database from 'better-sqlite3';
 import type { AuditAction, WriteOrigin } from '../../core/audit.js';
+import { keyDeadlines } from '../../core/idempotency.js';
 import type { NewPlant, Plant, PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
 import type { EventRow } from '../event-rows.js';
-import { type StoredPlantRow, toStoredPlant } from '../rows.js';
+import { claimRefusal, type KeyRow, type StoredPlantRow, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
+  IdsExhaustedError,
   type InsertOptions,
   KeyNotHeldError,
+  LONG_WAY,
+  type KeyedInsert,
+  type KeyedInsertOptions,
   PlantChangedError,
   PlantExistsError,
   type PlantListing,
@@ -72,6 +77,30 @@ export function sqlitePlants(
         emit('plant.created', created);
         return created;
       }),
+    insertWithKey: (plant: NewPlant, { by, claim }: KeyedInsertOptions) =>
+      write((emit, entries): KeyedInsert => {
+        // The transaction holds the database's write lock: no other process adds the key
+        // between this look and the insert below.
+        const { tokenId, key, fingerprint } = claim;
+        const at = claim.at.getTime();
+        const found = writes.keyFound.get({ tokenId, key, fingerprint, at }) as KeyRow | undefined;
+        if (found !== undefined)
+          return found.takeable ? LONG_WAY : claimRefusal(found, fingerprint);
+        const created = insert(writes, ids, plant, { by }, entries);
+        writes.keepCreated.run({
+          tokenId,
+          key,
+          fingerprint,
+          at,
+          ...keyDeadlines(claim.at),
+          id: created.id,
+          name: created.name,
+          tag: created.tag ?? null,
+          version: created.version,
+        });
+        emit('plant.created', created);
+        return { state: 'created', plant: created };
+      }).catch(refusedTheLongWay),
     async get(id: bigint) {
       const row = guard(() => reads.getOne.get(id)) as StoredPlantRow | undefined;
       return row && toStoredPlant(row);
@@ -96,6 +125,12 @@ export function sqlitePlants(
         return true;
       }),
   };
+}
+
+/** A create refused inside insertWithKey: rolled back, its key left to the long way. */
+function refusedTheLongWay(error: unknown): KeyedInsert {
+  if (error instanceof PlantExistsError || error instanceof IdsExhaustedError) return LONG_WAY;
+  throw error;
 }
 
 function list(reads: Reads, { limit, after, tag }: PlantQuery): PlantListing {
