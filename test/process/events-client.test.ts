@@ -161,7 +161,20 @@ test('plantstore events tail: lines for people, --json exact, --after; Ctrl-C en
     env: { PLANTSTORE_TOKEN: token },
   });
   assert.equal(shouted.code, 2);
-  assert.match(shouted.stderr, /--after takes a position or now, not "NOW"/);
+  assert.match(
+    shouted.stderr,
+    /--after takes a position from 0 to 9223372036854775807, or now, not "NOW"/,
+  );
+  for (const wrong of ['-1', '-1x', '9223372036854775808']) {
+    const refusal = await runCli(['events', 'tail', '--url', server.url, '--after', wrong], {
+      env: { PLANTSTORE_TOKEN: token },
+    });
+    assert.equal(refusal.code, 2, wrong);
+    assert.ok(
+      refusal.stderr.includes(`from 0 to 9223372036854775807, or now, not "${wrong}"`),
+      refusal.stderr,
+    );
+  }
 
   // From now: plants are created until a line comes; it is one of them, never Fern or Aloe.
   const fromNow = tail(['--after', 'now']);
