@@ -41,7 +41,8 @@ export function wrkSkip(what: string): string | false {
 
 /** How requests are made: see load.lua beside this file. */
 export interface LoadSpec {
-  mode: 'static' | 'random' | 'walk';
+  /** keyed: static, with an Idempotency-Key of its own on each request. */
+  mode: 'static' | 'random' | 'walk' | 'keyed';
   method: string;
   /** May hold `{id}`, replaced per request (modes random and walk). */
   path: string;

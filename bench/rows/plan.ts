@@ -192,6 +192,15 @@ export function fullPlan(connections: number): GroupPlan[] {
       group('sqlite-large', scenario, 1, [{ subject: 'plantstore power', yardstick: 'fastify' }]),
     );
   }
+  // Creates with an Idempotency-Key, at 64 connections and at one (where a power-durable
+  // create waits for its own fsync: one, if the key is kept in the create's transaction).
+  for (const conns of [connections, 1]) {
+    groups.push(
+      group('sqlite-large', 'postKeyed', conns, [
+        { subject: 'plantstore power', yardstick: 'fastify' },
+      ]),
+    );
+  }
   // The tag filter on the large database.
   groups.push(
     group('sqlite-large', 'tagList', connections, [
@@ -216,6 +225,11 @@ export function fullPlan(connections: number): GroupPlan[] {
     const row: RowPlan = { subject: 'plantstore postgres', yardstick: 'bare postgres' };
     groups.push(group('postgres', scenario, connections, [row]));
   }
+  groups.push(
+    group('postgres', 'postKeyed', connections, [
+      { subject: 'plantstore postgres', yardstick: 'bare postgres' },
+    ]),
+  );
   for (const scenario of ['post', 'tagList'] as const) {
     const row: RowPlan = { subject: 'plantstore postgres 10k', yardstick: 'bare postgres 10k' };
     groups.push(group('postgres-small', scenario, connections, [row]));

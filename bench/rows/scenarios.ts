@@ -7,7 +7,8 @@
 import type { Contender, Scenario } from '../harness/turn.js';
 import type { WrkResult } from '../harness/wrk.js';
 
-export type ScenarioId = 'delete' | 'post' | 'postEndpoints' | 'getOne' | 'list' | 'tagList';
+export type ScenarioId =
+  'delete' | 'post' | 'postKeyed' | 'postEndpoints' | 'getOne' | 'list' | 'tagList';
 
 const POST_BODY = '{"name":"Bench plant","tag":"shade"}';
 
@@ -67,6 +68,16 @@ export const SCENARIOS: Record<ScenarioId, Scenario> = {
     label: 'POST /plants',
     expected: 201,
     load: { mode: 'static', method: 'POST', path: '/plants', body: POST_BODY },
+    writes: true,
+    restore: trimCreated,
+    probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
+  },
+  // The same creates, each with an Idempotency-Key of its own, as `plants import` and the
+  // client's `idempotencyKey` send them. The yardsticks take no keys: they create as for POST.
+  postKeyed: {
+    label: 'POST /plants with Idempotency-Key',
+    expected: 201,
+    load: { mode: 'keyed', method: 'POST', path: '/plants', body: POST_BODY },
     writes: true,
     restore: trimCreated,
     probe: { method: 'POST', path: () => '/plants', body: POST_BODY },

@@ -357,11 +357,13 @@ describe('the plan', () => {
     assert.deepEqual(ids, [
       'sqlite-large/delete/1',
       'sqlite-large/post/1',
+      'sqlite-large/postKeyed/1',
       'postgres/delete/64',
       'postgres/post/64',
       'postgres/getOne/64',
       'postgres/list/64',
       'postgres/tagList/64',
+      'postgres/postKeyed/64',
       'postgres-small/post/64',
       'postgres-small/tagList/64',
       'postgres-client-ids/post/64',

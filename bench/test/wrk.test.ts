@@ -17,6 +17,7 @@ interface Seen {
   path: string;
   authorization: string;
   contentType: string | undefined;
+  idempotencyKey: string | undefined;
   body: string;
 }
 
@@ -32,6 +33,7 @@ describe('wrk with bench/harness/load.lua', { skip: SKIP }, () => {
         path: url,
         authorization: headers.authorization ?? '',
         contentType: headers['content-type'],
+        idempotencyKey: headers['idempotency-key'] as string | undefined,
         body,
       });
       // Every seventh answer is a 404, for the error count.
@@ -102,5 +104,22 @@ describe('wrk with bench/harness/load.lua', { skip: SKIP }, () => {
     await load({ mode: 'random', method: 'GET', path: '/plants/{id}' }, 5, 0);
     const ids = new Set(seen.map((s) => Number(s.path.slice('/plants/'.length))));
     assert.deepEqual([...ids].sort(), [1, 2, 3, 4, 5]);
+    assert.ok(seen.every((s) => s.idempotencyKey === undefined));
+  });
+
+  it('gives every request an Idempotency-Key of its own, in keyed mode, across turns', async () => {
+    const body = '{"name":"Bench plant"}';
+    const keys: string[] = [];
+    for (let turn = 0; turn < 2; turn++) {
+      await load({ mode: 'keyed', method: 'POST', path: '/plants', body }, 10, 0);
+      assert.ok(seen.length > 10);
+      assert.ok(seen.every((s) => s.path === '/plants' && s.body === body));
+      keys.push(...seen.map((s) => s.idempotencyKey ?? ''));
+    }
+    assert.ok(
+      keys.every((key) => /^[0-9]+-7-[0-9]+$/.test(key)),
+      keys[0],
+    );
+    assert.equal(new Set(keys).size, keys.length);
   });
 });
