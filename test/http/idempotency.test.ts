@@ -56,6 +56,23 @@ forEachBackend(({ setup }) => {
       assert.equal((JSON.parse(list.body) as unknown[]).length, 2);
     });
 
+    it('retries sent together create one plant: the others wait and get its answer', async (t) => {
+      const { call } = await setup(t);
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, () => call(post('{"name":"Fern"}', '"together"'))),
+      );
+      assert.deepEqual(
+        answers.map((answer) => answer.statusCode),
+        [201, 201, 201, 201, 201, 201],
+        answers.map((answer) => answer.body).join(),
+      );
+      const replayed = answers.filter((answer) => answer.headers['idempotent-replayed']);
+      assert.equal(replayed.length, 5);
+      assert.equal(new Set(answers.map((answer) => answer.headers.location)).size, 1);
+      const list = await call({ method: 'GET', url: '/plants' });
+      assert.equal((JSON.parse(list.body) as unknown[]).length, 1);
+    });
+
     it('without a key, the same body creates twice', async (t) => {
       const { call } = await setup(t);
       await call({ method: 'POST', url: '/plants', json: '{"name":"Fern"}' });
