@@ -119,9 +119,10 @@ export interface AuditStore {
 }
 
 /**
- * Idempotency-Key records of creates. A key is claimed before the create runs; the
- * create settles it with its plant (PlantStore.insert), a refusal with `settle`, and a
- * failure without a definite answer frees it with `release`.
+ * Idempotency-Key records of creates, the long way: most keyed creates take their key in
+ * their own transaction (PlantStore.insertWithKey); the others claim it here before the
+ * create runs, the create settles it with its plant (PlantStore.insert), a refusal with
+ * `settle`, and a failure without a definite answer frees it with `release`.
  */
 export interface IdempotencyStore {
   claim(claim: IdempotencyClaim): Promise<ClaimOutcome>;
