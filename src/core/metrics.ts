@@ -8,8 +8,12 @@ export interface Metrics {
   request(route: string, method: string, status: number, seconds: number): void;
   /** A request refused by a rate limit, by the limit's policy name (`token`, `failed-auth`). */
   rateLimited(policy: string): void;
-  /** A database statement, by its name (`plants.get`), and whether it succeeded. */
-  statement(name: string, seconds: number, ok: boolean): void;
+  /**
+   * A database statement, by its name (`plants.get`), and how it ended: `ok`, `error`, or
+   * `raced`, an error its caller expects when another request got there first (a keyed
+   * create whose key another one inserted meanwhile).
+   */
+  statement(name: string, seconds: number, outcome: StatementOutcome): void;
   /** A SQLite group commit: the writes it carried, and seconds spent in COMMIT (the fsync). */
   groupCommit(writes: number, commitSeconds: number): void;
   /**
@@ -19,6 +23,8 @@ export interface Metrics {
    */
   webhookAttempt(outcome: string, lagSeconds: number, seconds: number): void;
 }
+
+export type StatementOutcome = 'ok' | 'error' | 'raced';
 
 export const noMetrics: Metrics = {
   request: () => undefined,

@@ -69,8 +69,8 @@ export function prometheusMetrics(registry: client.Registry, sources: MetricSour
   return {
     request: (route, method, status, seconds) => requests.add(route, method, status, seconds),
     rateLimited: (policy) => refusals.inc({ policy }),
-    statement: (statement, seconds, ok) =>
-      database.statements?.observe({ statement, outcome: ok ? 'ok' : 'error' }, seconds),
+    statement: (statement, seconds, outcome) =>
+      database.statements?.observe({ statement, outcome }, seconds),
     groupCommit(writes, commitSeconds) {
       database.batches?.observe(writes);
       database.commits?.observe(commitSeconds);

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { setImmediate } from 'node:timers/promises';
+import pg from 'pg';
 import client from 'prom-client';
 import { prometheusMetrics } from '../../src/server/metrics.js';
 import type { Metrics } from '../../src/core/metrics.js';
@@ -74,9 +76,9 @@ function recording() {
   const metrics: Metrics = {
     request: () => undefined,
     rateLimited: () => undefined,
-    statement: (name, seconds, ok) => {
+    statement: (name, seconds, outcome) => {
       assert.ok(seconds >= 0);
-      statements.push(`${name}:${ok ? 'ok' : 'error'}`);
+      statements.push(`${name}:${outcome}`);
     },
     groupCommit: (writes, seconds) => {
       assert.ok(seconds >= 0);
@@ -114,6 +116,48 @@ test('PostgreSQL reports statements by name and its pool', { skip: POSTGRES_SKIP
     JSON.stringify(state),
   );
 });
+
+test(
+  'PostgreSQL counts a keyed create that lost its key to another as raced',
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const { metrics, statements } = recording();
+    const url = await freshDatabase(t);
+    const store = await openPostgresStore({ url }, undefined, metrics);
+    t.after(() => store.close());
+    // Another request's key, inserted and not committed yet: the create waits for it at the
+    // key's primary key, and fails once it commits.
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    t.after(() => other.end());
+    await other.query('BEGIN');
+    await other.query(
+      `INSERT INTO idempotency_keys (token_id, key, fingerprint, created_at, expires_at,
+       lease_until) VALUES (1, 'k', 'f', now(), now() + interval '1 day', now())`,
+    );
+    const claim = { tokenId: 1, key: 'k', fingerprint: 'f', at: new Date() };
+    const create = store.plants.insertWithKey({ name: 'Fern' }, { claim });
+    while (!(await waitsForLock(other))) await setImmediate();
+    await other.query('COMMIT');
+    assert.deepEqual(await create, { state: 'long-way' });
+    assert.deepEqual(
+      statements.filter((s) => s.startsWith('plants.')),
+      ['plants.insertNewNewKey:raced'],
+    );
+  },
+);
+
+/** Whether a backend other than `client`'s waits for a lock. */
+async function waitsForLock(client: pg.Client): Promise<boolean> {
+  // Inside a transaction the activity view is read once and kept: read it afresh.
+  await client.query('SELECT pg_stat_clear_snapshot()');
+  const { rows } = await client.query<{ waiting: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+       WHERE datname = current_database() AND pid <> pg_backend_pid()
+         AND wait_event_type = 'Lock') AS waiting`,
+  );
+  return rows[0]!.waiting;
+}
 
 test('webhook attempts, their lag and the queue depth', async () => {
   const registry = new client.Registry();

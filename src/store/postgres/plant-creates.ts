@@ -15,7 +15,7 @@ import {
   type KeyedInsertOptions,
   PlantExistsError,
 } from '../store.js';
-import type { Query } from './query.js';
+import type { Query, QueryOptions } from './query.js';
 import {
   INSERT_NEW,
   INSERT_NEW_AFTER_SKIP,
@@ -101,16 +101,16 @@ export async function insertWithKey(
       id === undefined
         ? await insertNew(query, 'new', values)
         : (
-            await query<CreateRow>('plants.insertWithIdNewKey', INSERT_WITH_ID.new, [
-              ...values,
-              id.toString(),
-            ])
+            await query<CreateRow>(
+              'plants.insertWithIdNewKey',
+              INSERT_WITH_ID.new,
+              [...values, id.toString()],
+              KEY_RACE,
+            )
           ).rows[0]!;
   } catch (error) {
     // Another request took the key meanwhile (KEY_NEW), or no id is left: the long way says.
-    if (isUniqueViolation(error, 'idempotency_keys_pkey') || error instanceof IdsExhaustedError) {
-      return LONG_WAY;
-    }
+    if (keyRaced(error) || error instanceof IdsExhaustedError) return LONG_WAY;
     throw error;
   }
   if (row.allowed) {
@@ -128,10 +128,14 @@ export async function insertWithKey(
 /** SQLSTATE unique_violation. */
 const UNIQUE_VIOLATION = '23505';
 
-const isUniqueViolation = (error: unknown, constraint: string) =>
+/** Another request inserted the key while this statement ran (see KEY_NEW). */
+const keyRaced = (error: unknown) =>
   error instanceof pg.DatabaseError &&
   error.code === UNIQUE_VIOLATION &&
-  error.constraint === constraint;
+  error.constraint === 'idempotency_keys_pkey';
+
+/** Counts a statement that lost its key's race as `raced`, not as an error. */
+const KEY_RACE: QueryOptions = { raced: keyRaced };
 
 /**
  * A create with the next id of the sequence that no plant has or had: each try that draws a
@@ -157,15 +161,16 @@ async function drawAndCreate(
   values: unknown[],
   skip: bigint | undefined,
 ): Promise<CreateRow[]> {
-  const suffix = mode === 'new' ? 'NewKey' : '';
+  const [suffix, options] = mode === 'new' ? ['NewKey', KEY_RACE] : ['', undefined];
   try {
     const { rows } =
       skip === undefined
-        ? await query<CreateRow>(`plants.insertNew${suffix}`, INSERT_NEW[mode], values)
+        ? await query<CreateRow>(`plants.insertNew${suffix}`, INSERT_NEW[mode], values, options)
         : await query<CreateRow>(
             `plants.insertNewAfterSkip${suffix}`,
             INSERT_NEW_AFTER_SKIP[mode],
             [...values, skip.toString()],
+            options,
           );
     return rows;
   } catch (error) {

@@ -2,7 +2,12 @@
 // pool, with "cannot reach the database" turned into StoreUnavailableError.
 
 import pg from 'pg';
-import { type Metrics, noMetrics, secondsSince } from '../../core/metrics.js';
+import {
+  type Metrics,
+  noMetrics,
+  secondsSince,
+  type StatementOutcome,
+} from '../../core/metrics.js';
 import { StoreUnavailableError } from '../store.js';
 
 export type Query = <R extends pg.QueryResultRow>(
@@ -22,6 +27,8 @@ export interface QueryOptions {
    * deliveries), are planned each time; test/store/query-plans.test.ts finds them.
    */
   planEachTime?: boolean;
+  /** An error the caller expects now and then (see Metrics.statement's `raced`). */
+  raced?: (error: unknown) => boolean;
 }
 
 const config = (name: string, text: string, values: unknown[], options?: QueryOptions) =>
@@ -76,13 +83,16 @@ export function poolQuery(pool: pg.Pool, metrics: Metrics = noMetrics): Query {
     options?: QueryOptions,
   ) => {
     const start = process.hrtime.bigint();
-    let ok = false;
+    let outcome: StatementOutcome = 'error';
     try {
       const result = await guard(() => pool.query<R>(config(name, text, values, options)));
-      ok = true;
+      outcome = 'ok';
       return result;
+    } catch (error) {
+      if (options?.raced?.(error) === true) outcome = 'raced';
+      throw error;
     } finally {
-      metrics.statement(name, secondsSince(start, process.hrtime.bigint()), ok);
+      metrics.statement(name, secondsSince(start, process.hrtime.bigint()), outcome);
     }
   };
 }
