@@ -55,6 +55,20 @@ async function trimCreatedAndOutbox(c: Contender): Promise<() => Promise<void>> 
   };
 }
 
+/** Creates without an id, `POST_BODY` each, answered 201. */
+const creates = (
+  label: string,
+  mode: 'static' | 'keyed',
+  restore: Scenario['restore'],
+): Scenario => ({
+  label,
+  expected: 201,
+  load: { mode, method: 'POST', path: '/plants', body: POST_BODY },
+  writes: true,
+  restore,
+  probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
+});
+
 export const SCENARIOS: Record<ScenarioId, Scenario> = {
   delete: {
     label: 'DELETE /plants/{id}',
@@ -64,33 +78,16 @@ export const SCENARIOS: Record<ScenarioId, Scenario> = {
     restore: refillWalked,
     probe: { method: 'DELETE', path: (plants) => `/plants/${plants}` },
   },
-  post: {
-    label: 'POST /plants',
-    expected: 201,
-    load: { mode: 'static', method: 'POST', path: '/plants', body: POST_BODY },
-    writes: true,
-    restore: trimCreated,
-    probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
-  },
+  post: creates('POST /plants', 'static', trimCreated),
   // The same creates, each with an Idempotency-Key of its own, as `plants import` and the
   // client's `idempotencyKey` send them. The yardsticks take no keys: they create as for POST.
-  postKeyed: {
-    label: 'POST /plants with Idempotency-Key',
-    expected: 201,
-    load: { mode: 'keyed', method: 'POST', path: '/plants', body: POST_BODY },
-    writes: true,
-    restore: trimCreated,
-    probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
-  },
+  postKeyed: creates('POST /plants with Idempotency-Key', 'keyed', trimCreated),
   // The same creates, on servers with 0, 1 or 1,000 webhook endpoints subscribed (data/endpoints.ts).
-  postEndpoints: {
-    label: 'POST /plants, webhook endpoints subscribed',
-    expected: 201,
-    load: { mode: 'static', method: 'POST', path: '/plants', body: POST_BODY },
-    writes: true,
-    restore: trimCreatedAndOutbox,
-    probe: { method: 'POST', path: () => '/plants', body: POST_BODY },
-  },
+  postEndpoints: creates(
+    'POST /plants, webhook endpoints subscribed',
+    'static',
+    trimCreatedAndOutbox,
+  ),
   getOne: {
     label: 'GET /plants/{id}',
     expected: 200,

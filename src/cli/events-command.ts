@@ -2,7 +2,7 @@
 // the client, which resumes by itself when the connection ends.
 import { Command, Option } from 'commander';
 import { type FeedEvent, PlantstoreError, stringifyBody } from '@plantstore/client';
-import { INT64_MAX, parseInt64 } from '../core/int64.js';
+import { INT64_MAX, int64OfAnySpelling } from '../core/int64.js';
 import { int64Argument } from './options.js';
 import {
   clientOf,
@@ -51,17 +51,14 @@ export function eventsCommand(): Command {
         'start after this position (the last one handled), or now',
       ).argParser((text) => {
         if (text === 'now') return 'now';
-        const position = parseInt64(text);
-        if (position !== undefined && position >= 0n) return position;
-        // A position misspelled (007, +7) is told how to write it (int64Argument throws);
-        // anything else, negative, too large or no number, what --after takes.
-        const digits = /^\+?[0-9]+$/.test(text);
-        if (digits && parseInt64(text.replace(/^\+?0*(?=\d)/, '')) !== undefined) {
-          return int64Argument('the position')(text);
+        const position = int64OfAnySpelling(text);
+        if (position === undefined || position < 0n) {
+          throw new UsageError(
+            `--after takes a position from 0 to ${INT64_MAX}, or now, not "${forTerminal(text)}"`,
+          );
         }
-        throw new UsageError(
-          `--after takes a position from 0 to ${INT64_MAX}, or now, not "${forTerminal(text)}"`,
-        );
+        // A position spelt otherwise (007, +7) is told how to write it.
+        return int64Argument('the position')(text);
       }),
     )
     .addOption(new Option('--json', 'one JSON object per line (ids exact) instead of text'))

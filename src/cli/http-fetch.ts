@@ -5,10 +5,10 @@ import { Readable } from 'node:stream';
 // The CLI's fetch, on node:http. Node 20's fetch (undici, with web streams for every body)
 // cost 1.6 to 1.9 ms of CPU a request on the machine measured, this 0.8 to 0.9 ms, and
 // `plants import` runs as fast as the CLI's CPU allows: 1.4 times the lines a second at the
-// same concurrency (bench/HISTORY.md). It does what the client asks of fetch and no more: a method, headers,
-// a string body and a signal; no redirects (the server sends none), no decompression (it
-// compresses nothing). It fails as fetch does, with a TypeError whose cause is the system
-// error, so describeFailure and closedBeforeAnswer read both alike.
+// same concurrency (bench/HISTORY.md). It does what the client asks of fetch and no more: a
+// method, headers, a string body and a signal; no redirects (the server sends none), no
+// decompression (it compresses nothing). It fails as fetch does, with a TypeError whose cause
+// is the system error, so describeFailure and closedBeforeAnswer read both alike.
 
 /** Longest a request waits with nothing from the server, as undici's fetch (300 s). */
 const IDLE_TIMEOUT_MS = 300_000;

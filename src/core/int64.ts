@@ -26,6 +26,16 @@ export function parseInt64(text: string): bigint | undefined {
 }
 
 /**
+ * The int64 a decimal spells however it is spelt (`007`, `+5`, `-0` too); undefined for
+ * anything else, and for values out of range.
+ */
+export function int64OfAnySpelling(value: string): bigint | undefined {
+  if (!/^[+-]?\d{1,40}$/.test(value)) return undefined;
+  const parsed = BigInt(value);
+  return isInt64(parsed) ? parsed : undefined;
+}
+
+/**
  * What is wrong with `value`, a decimal that is an int64 spelt another way (`007`, `+5`,
  * `-0`) or one out of range, to follow the name of what it is ("The plant id is written
  * without leading zeros: 7, not 007"). Undefined for the canonical form and for anything
@@ -33,9 +43,9 @@ export function parseInt64(text: string): bigint | undefined {
  */
 export function int64Spelling(value: unknown): string | undefined {
   if (typeof value !== 'string' || !/^[+-]?\d{1,40}$/.test(value)) return undefined;
-  const canonical = (value.startsWith('-') ? '-' : '') + value.replace(/^[+-]?0*(?=\d)/, '');
-  const fixed = canonical === '-0' ? '0' : canonical;
-  if (parseInt64(fixed) === undefined) return `must be from ${INT64_RANGE}`;
+  const parsed = int64OfAnySpelling(value);
+  if (parsed === undefined) return `must be from ${INT64_RANGE}`;
+  const fixed = parsed.toString();
   if (fixed === value) return undefined;
   if (value.startsWith('+')) return `is written without a plus sign: ${fixed}, not ${value}`;
   if (fixed === '0' && value.startsWith('-')) return `is written without a sign: 0, not ${value}`;

@@ -4,7 +4,7 @@ import {
   type KeptRefusal,
   keyDeadlines,
 } from '../../core/idempotency.js';
-import { claimRefusal, type KeyRow, refusalColumns, TAKE_KEY } from '../rows.js';
+import { claimRefusal, KEY_FOUND, type KeyRow, refusalColumns, TAKE_KEY } from '../rows.js';
 import type { IdempotencyStore } from '../store.js';
 import type { Query } from './query.js';
 
@@ -18,9 +18,7 @@ const CLAIM = `INSERT INTO idempotency_keys AS k
   VALUES ($1, $2, $3, $4, $5, $6)
   ${TAKE_KEY}`;
 
-const READ_KEY = `SELECT fingerprint, status, plant_id, plant_name, plant_tag, plant_version,
-    error_code, error_message
-  FROM idempotency_keys WHERE token_id = $1 AND key = $2`;
+const READ_KEY = `SELECT ${KEY_FOUND} FROM idempotency_keys k WHERE k.token_id = $1 AND k.key = $2`;
 
 export function postgresIdempotency(query: Query): IdempotencyStore {
   return {

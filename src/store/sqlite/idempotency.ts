@@ -6,7 +6,7 @@ import {
   type KeptRefusal,
   keyDeadlines,
 } from '../../core/idempotency.js';
-import { claimRefusal, type KeyRow, refusalColumns, TAKE_KEY } from '../rows.js';
+import { claimRefusal, KEY_FOUND, type KeyRow, refusalColumns, TAKE_KEY } from '../rows.js';
 import type { IdempotencyStore } from '../store.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites } from './query.js';
@@ -22,8 +22,7 @@ function prepare(db: Database.Database) {
        ${TAKE_KEY}`,
     ),
     read: db.prepare(
-      `SELECT fingerprint, status, plant_id, plant_name, plant_tag, plant_version, error_code,
-         error_message FROM idempotency_keys WHERE token_id = ? AND key = ?`,
+      `SELECT ${KEY_FOUND} FROM idempotency_keys k WHERE k.token_id = ? AND k.key = ?`,
     ),
     // Up to a number of keys expired at a time: a maintenance round's batch.
     prune: db.prepare(
