@@ -25,7 +25,9 @@ export const listEvents = {
     'stream ends when the server shuts down: resume on any instance. A stream whose client ' +
     'stops reading is cut off after the send timeout.\n\n' +
     `Events are kept for \`--events-retention\` (${days(EVENT_LIMITS.retentionMs)} days by ` +
-    'default): a cursor below the oldest kept is `410` (41001), and the client must start ' +
+    'default): a cursor below the oldest kept is `410` (41001), as is one past the newest ' +
+    'event (a position of another store, or of this one before a restore from a backup), ' +
+    'and the client must start ' +
     'over: take the position of `after=now`, read `GET /plants` again, and follow the ' +
     'events after that position. Each ' +
     'process serves `--max-event-streams` streams and long polls at once ' +

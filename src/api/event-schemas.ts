@@ -62,7 +62,7 @@ export const EventQuery = Type.Object(
             'Cursor: only events with a higher position (0 or more). `now`: after the newest ' +
             'event there is, so only changes from now on; the `Link` of the page, or the ' +
             'first `id:` of the stream, says which position that was. Absent: from the oldest ' +
-            'event kept. Below the oldest kept: `410`.',
+            'event kept. Below the oldest kept, or past the newest event: `410`.',
         },
       ),
     ),

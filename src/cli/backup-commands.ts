@@ -60,6 +60,22 @@ async function restoreTarget(db: string): Promise<string> {
   }
 }
 
+/** What the restore means for readers of the changes feed (see restoreSqlite). */
+function feedNote(after: bigint | undefined, notCarried: string | undefined): string {
+  if (notCarried !== undefined) {
+    return (
+      `\nplantstore: the replaced database could not be read (${notCarried}), so the changes ` +
+      "feed's positions start again from the backup's: readers of GET /events must read the " +
+      'plants again and follow the events from after=now'
+    );
+  }
+  if (after === undefined) return '';
+  return (
+    `; the changes feed goes on after position ${after}: a reader resuming from before the ` +
+    'restore is answered 410 and reads the plants again'
+  );
+}
+
 export function backupCommands(): Command[] {
   const backup = new Command('backup')
     .description(
@@ -91,9 +107,9 @@ export function backupCommands(): Command[] {
           const target = await restoreTarget(options.db);
           return { ...(await restoreSqlite(file, target)), target };
         },
-        ({ pages, version, target }) =>
+        ({ pages, version, target, eventsAfter, eventsNotCarried }) =>
           `restored ${options.db}${target === options.db ? '' : ` (a link to ${target})`} ` +
-          `from ${file} (${pages} pages, schema version ${version})`,
+          `from ${file} (${pages} pages, schema version ${version})${feedNote(eventsAfter, eventsNotCarried)}`,
       ),
     );
   return [backup, restore];

@@ -71,7 +71,7 @@ export const errorCatalogue = {
   eventsGone: {
     code: 41001,
     message:
-      'Events after this position are no longer kept; read GET /plants again and follow the events from there.',
+      'Events after this position are not in the log (no longer kept, or the position is past the newest event); read GET /plants again and follow the events from there.',
   },
   bodyTooLarge: { code: 41301, message: 'The request body is larger than the limit.' },
   unsupportedMediaType: { code: 41501, message: 'The request body has an unsupported media type.' },

@@ -1,4 +1,5 @@
 import { type ChangeEvent, EVENT_LIMITS } from '../core/change-events.js';
+import { eventsPastHead, eventsPruned } from '../core/event-errors.js';
 import { ApiError } from '../core/errors.js';
 import { type Log, silentLog } from '../core/log.js';
 import type { EventLog, HandedEvents } from '../store/store.js';
@@ -85,12 +86,19 @@ export class EventFeed {
 
   /**
    * A page of up to `limit` events after `after` (from the oldest kept when undefined), read
-   * from the database. Throws `eventsGone` when events after `after` may have been pruned.
-   */
+   * from the database. Throws `eventsGone` when events after `after` may be pruned, or when it
+   * is past the newest event. */
   async page(after: bigint | undefined, limit: number): Promise<FeedPage> {
     await this.settle();
     const { events, horizon } = await this.events.read(after, limit);
-    if (after !== undefined && after < horizon) throw gone(after, horizon);
+    if (after !== undefined && after < horizon) throw eventsPruned(after, horizon);
+    // Past the newest event, a cursor names events this log never had (another store's, or
+    // from before a restore): served, its reader would skip every event up to it. The head
+    // read after settle is at least any position served, on any instance.
+    if (after !== undefined && events.length === 0 && after > this.recent.head) {
+      const head = await this.events.head();
+      if (after > head) throw eventsPastHead(after, head);
+    }
     const start = after ?? horizon;
     return { start, events, next: events.at(-1)?.position ?? start };
   }
@@ -289,10 +297,3 @@ export class EventFeed {
     this.wakeWaiters();
   }
 }
-
-const gone = (after: bigint, horizon: bigint) =>
-  new ApiError(
-    'eventsGone',
-    `Events after position ${after} are no longer kept (the oldest kept is above ` +
-      `${horizon}): read GET /plants again and follow the events from there.`,
-  );

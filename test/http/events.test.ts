@@ -130,6 +130,44 @@ forEachBackend(({ setup }) => {
     assert.equal(streamed.statusCode, 410);
   });
 
+  test('a cursor past the newest event is 410, pages, long polls and streams alike', async (t) => {
+    // Such a cursor names events this log never had (another store's, or this one's before a
+    // restore): served as an empty page, its reader would skip every event up to it.
+    const app = await feedApp(setup, t);
+    for (const name of ['a', 'b']) await app.create({ name });
+    const newest = body<Event[]>(await app.call('/events')).at(-1)!.position;
+    const atHead = await app.call(`/events?after=${newest}`);
+    assert.equal(atHead.statusCode, 200);
+    assert.deepEqual(body(atHead), []);
+
+    const past = newest + 1n;
+    const page = await app.call(`/events?after=${past}`);
+    assert.equal(page.statusCode, 410, page.body);
+    assert.deepEqual(body(page), {
+      error: 41001n,
+      message:
+        `Position ${past} is past this store's newest event (${newest}): it comes from another ` +
+        'store, or from before this one was restored from a backup. Read GET /plants again ' +
+        'and follow the events from there.',
+    });
+    const begun = Date.now();
+    const polled = await app.call(`/events?after=${INT64_MAX}&wait=30s`);
+    assert.equal(polled.statusCode, 410);
+    assert.equal(Date.now() - begun < 10_000, true, 'answered without waiting');
+    const streamed = await app.call('/events', {
+      accept: 'text/event-stream',
+      'last-event-id': String(past),
+    });
+    assert.equal(streamed.statusCode, 410);
+    assert.equal(body<{ error: bigint }>(streamed).error, 41001n);
+
+    await app.create({ name: 'c' });
+    const reached = body<Event[]>(await app.call(`/events?after=${newest}`)).at(-1)!.position;
+    assert.equal(reached >= past, true);
+    const caughtUp = await app.call(`/events?after=${reached}`);
+    assert.equal(caughtUp.statusCode, 200, 'once the log reaches a position, it is a cursor');
+  });
+
   test('the scope, the query and Last-Event-ID are checked', async (t) => {
     const app = await feedApp(setup, t);
     const forbidden = await app.app.inject({

@@ -219,3 +219,89 @@ test('backup refuses to overwrite a file or to invent a database; PostgreSQL is 
   assert.equal(postgres.code, 1);
   assert.match(postgres.stderr, /on PostgreSQL use pg_dump and pg_restore/);
 });
+
+test('a restore moves the changes feed on: a cursor from before it is 410, none is reused', async (t) => {
+  const dir = makeTempDir(t);
+  const db = join(dir, 'plantstore.db');
+  const made = await plantstore([
+    'token',
+    'create',
+    '--db',
+    db,
+    '--name',
+    'feed',
+    '--scopes',
+    'plants:read,plants:write,events:read',
+  ]);
+  assert.equal(made.code, 0, made.stderr);
+  const bearer = made.stdout.trim();
+  const call = (server: Server, path: string, init: RequestInit = {}) =>
+    fetch(`${server.url}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+    });
+  const create = async (server: Server, name: string) =>
+    assert.equal(
+      (await call(server, '/plants', { method: 'POST', body: JSON.stringify({ name }) })).status,
+      201,
+    );
+  const positions = async (server: Server, after: bigint) => {
+    const res = await call(server, `/events?after=${after}`);
+    assert.equal(res.status, 200);
+    return [...(await res.text()).matchAll(/"position":(\d+)/g)].map((m) => BigInt(m[1]!));
+  };
+
+  const before = await startServer(t, ['--db', db]);
+  for (const name of ['a', 'b']) await create(before, name);
+  const backup = join(dir, 'backup.db');
+  assert.equal((await plantstore(['backup', backup, '--db', db])).code, 0);
+  for (const name of ['c', 'd', 'e']) await create(before, name);
+  const seen = await positions(before, 0n);
+  assert.equal(seen.length, 5);
+  const newest = seen.at(-1)!;
+  before.child.kill('SIGTERM');
+  assert.equal((await before.exited).code, 0);
+
+  const restored = await plantstore(['restore', backup, '--db', db]);
+  assert.equal(restored.code, 0, restored.stderr);
+  assert.match(
+    restored.stderr,
+    new RegExp(`; the changes feed goes on after position ${newest + 1n}: a reader resuming`),
+  );
+
+  const after = await startServer(t, ['--db', db]);
+  for (const cursor of [0n, seen[1]!, newest]) {
+    const res = await call(after, `/events?after=${cursor}`);
+    assert.equal(res.status, 410, `cursor ${cursor}`);
+    assert.match(await res.text(), /"error":41001/);
+  }
+  await create(after, 'f');
+  const next = await positions(after, newest + 1n);
+  assert.equal(next.length, 1);
+  assert.equal(
+    next[0]! > newest + 1n,
+    true,
+    'a new event never takes a position handed out before',
+  );
+  after.child.kill('SIGTERM');
+  assert.equal((await after.exited).code, 0);
+
+  // A damaged database, the usual reason to restore, is restored over all the same; the
+  // report says its positions were not carried.
+  const layout = new Database(db, { readonly: true });
+  const pageSize = layout.pragma('page_size', { simple: true }) as number;
+  const root = layout
+    .prepare("SELECT rootpage FROM sqlite_master WHERE name = 'audit_log'")
+    .pluck()
+    .get() as number;
+  layout.close();
+  const bytes = readFileSync(db);
+  bytes.fill(0xff, (root - 1) * pageSize, root * pageSize);
+  writeFileSync(db, bytes);
+  const over = await plantstore(['restore', backup, '--db', db]);
+  assert.equal(over.code, 0, over.stderr);
+  assert.match(
+    over.stderr,
+    /\nplantstore: the replaced database could not be read \(.+\), so the changes feed's positions start again from the backup's: readers of GET \/events must read the plants again/,
+  );
+});

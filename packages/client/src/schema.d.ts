@@ -207,7 +207,7 @@ export interface paths {
      *     - JSON pages (the default): `?after=<position>&limit=`, oldest first (`after=now`: the changes to come only). `Link: <...>; rel="next"` is always there and carries the cursor to go on from, also on an empty page: follow it to get what comes next. With `?wait=30s`, a page that would be empty waits up to that long for the next event (a long poll).
      *     - `Accept: text/event-stream`: Server-Sent Events, one per change, `id:` the position, `event:` the type, `data:` the plant, after a first `id:` without an event, the position it starts after; a heartbeat comment every 15 s. Resume with `Last-Event-ID` (or `?after=`). The stream ends when the server shuts down: resume on any instance. A stream whose client stops reading is cut off after the send timeout.
      *
-     *     Events are kept for `--events-retention` (7 days by default): a cursor below the oldest kept is `410` (41001), and the client must start over: take the position of `after=now`, read `GET /plants` again, and follow the events after that position. Each process serves `--max-event-streams` streams and long polls at once (1024 by default); past it, `503` (50302) with `Retry-After`.
+     *     Events are kept for `--events-retention` (7 days by default): a cursor below the oldest kept is `410` (41001), as is one past the newest event (a position of another store, or of this one before a restore from a backup), and the client must start over: take the position of `after=now`, read `GET /plants` again, and follow the events after that position. Each process serves `--max-event-streams` streams and long polls at once (1024 by default); past it, `503` (50302) with `Retry-After`.
      */
     get: operations['listEvents'];
     put?: never;
@@ -4419,7 +4419,7 @@ export interface operations {
   listEvents: {
     parameters: {
       query?: {
-        /** @description Cursor: only events with a higher position (0 or more). `now`: after the newest event there is, so only changes from now on; the `Link` of the page, or the first `id:` of the stream, says which position that was. Absent: from the oldest event kept. Below the oldest kept: `410`. */
+        /** @description Cursor: only events with a higher position (0 or more). `now`: after the newest event there is, so only changes from now on; the `Link` of the page, or the first `id:` of the stream, says which position that was. Absent: from the oldest event kept. Below the oldest kept, or past the newest event: `410`. */
         after?: bigint | 'now';
         /** @description Largest number of events in a page (JSON only). */
         limit?: number;
@@ -4524,7 +4524,7 @@ export interface operations {
       /**
        * @description Error. `error` is one of:
        *
-       *     - `41001` Events after this position are no longer kept; read GET /plants again and follow the events from there.
+       *     - `41001` Events after this position are not in the log (no longer kept, or the position is past the newest event); read GET /plants again and follow the events from there.
        */
       410: {
         headers: {

@@ -4,6 +4,7 @@ import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync } from '
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { loadMigrations } from '../migrations.js';
+import { migrateSqlite } from './migrate.js';
 import { isSqliteError } from './query.js';
 import { createPrivately } from './private-files.js';
 
@@ -15,6 +16,14 @@ export interface BackupReport {
   pages: number;
   /** Schema version of the copy. */
   version: number;
+}
+
+/** What a restore did to the changes feed's positions (see restoreSqlite). */
+export interface RestoreReport extends BackupReport {
+  /** The position the restored log goes on after: every older cursor is answered 410. */
+  eventsAfter?: bigint;
+  /** Why the replaced database's positions could not be carried over, if they could not. */
+  eventsNotCarried?: string;
 }
 
 // SQLite's backup API restarts a copy made in steps whenever another connection writes, so
@@ -44,16 +53,75 @@ export async function backupSqlite(source: string, destination: string): Promise
  * Replaces the database at `target` (or creates it) with the backup `from`, after a full
  * integrity check of the backup. Refuses while any process has `target` open, a server
  * above all: overwriting a database under a running server would corrupt it.
+ *
+ * The changes feed's positions go on from where the replaced database's reached, never back:
+ * the backup's log ends at an older position, and its next events would take positions
+ * that readers of the replaced database already hold for other events, so a reader resuming
+ * after one would skip, unseen, the changes up to it, the restore itself among them. So the
+ * copy's AUTOINCREMENT counter of the audit log and the feed's horizon are moved one past that
+ * position (the copy migrated first, for a backup older than the feed): every cursor handed
+ * out before the restore, the newest too, is then below the horizon, a 410 that tells its
+ * reader to read the plants again. A replaced database that cannot be read (a corrupt one, the usual reason to
+ * restore) is restored over all the same, and the report says its positions were not carried.
  */
-export async function restoreSqlite(from: string, target: string): Promise<BackupReport> {
+export async function restoreSqlite(from: string, target: string): Promise<RestoreReport> {
   mustExist(from);
-  const version = check(from, 'integrity_check');
-  if (existsSync(target)) releaseUnused(target);
-  const pages = await copyThenPublish(from, target, { readonly: true }, () => {
+  let version = check(from, 'integrity_check');
+  let reached: bigint | string = 0n;
+  if (existsSync(target)) reached = releaseUnused(target, feedReached);
+  const pages = await copyThenPublish(from, target, { readonly: true }, (partial) => {
     // The old database's WAL must not outlive it: SQLite would replay it into the new file.
     if (existsSync(`${target}-wal`)) throw inUse(target);
+    if (typeof reached === 'bigint' && reached > 0n)
+      version = carryPositions(partial, reached + 1n);
   });
-  return { pages, version };
+  if (typeof reached === 'string') return { pages, version, eventsNotCarried: reached };
+  return { pages, version, ...(reached > 0n && { eventsAfter: reached + 1n }) };
+}
+
+/**
+ * The highest position the changes feed of the database `db` has handed out or moved its
+ * horizon over (0 for none), or why it cannot be read.
+ */
+function feedReached(db: Database.Database): bigint | string {
+  try {
+    db.defaultSafeIntegers(true);
+    const has = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+    const reads = [
+      ['sqlite_sequence', "SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'"],
+      ['audit_log', 'SELECT max(seq) FROM audit_log'],
+      ['event_horizon', 'SELECT position FROM event_horizon'],
+    ] as const;
+    let reached = 0n;
+    for (const [table, sql] of reads) {
+      if (has.get(table) === undefined) continue;
+      const value = db.prepare(sql).pluck().get();
+      if (typeof value === 'bigint' && value > reached) reached = value;
+    }
+    return reached;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+/** Moves the copy's log on to `to` (see restoreSqlite); its schema version after. */
+function carryPositions(partial: string, to: bigint): number {
+  const db = new Database(partial, { fileMustExist: true });
+  try {
+    const { version } = migrateSqlite(db, loadMigrations('sqlite'));
+    db.transaction(() => {
+      const counted = db
+        .prepare("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'audit_log'")
+        .run(to);
+      if (counted.changes === 0) {
+        db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('audit_log', ?)").run(to);
+      }
+      db.prepare('UPDATE event_horizon SET position = max(position, ?)').run(to);
+    })();
+    return version;
+  } finally {
+    db.close();
+  }
 }
 
 /**
@@ -130,15 +198,18 @@ function check(file: string, pragma: 'quick_check' | 'integrity_check'): number 
 /**
  * Proves that no process has the database open, by taking an exclusive lock with no wait:
  * any other connection in WAL mode, even an idle one, keeps a shared lock on the file.
- * Closing the connection checkpoints the WAL into the file and removes it.
+ * Then answers what `read` reads of it, in the same connection: another one, read-only
+ * even, would leave a WAL behind. Closing the connection checkpoints the WAL into the file
+ * and removes it.
  */
-function releaseUnused(target: string): void {
+function releaseUnused<T>(target: string, read: (db: Database.Database) => T): T {
   const db = new Database(target, { fileMustExist: true });
   try {
     db.pragma('busy_timeout = 0');
     db.pragma('locking_mode = EXCLUSIVE');
     db.exec('BEGIN EXCLUSIVE');
     db.exec('COMMIT');
+    return read(db);
   } catch (error) {
     if (isSqliteError(error, 'SQLITE_BUSY')) throw inUse(target);
     throw error;
