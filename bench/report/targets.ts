@@ -91,18 +91,22 @@ interface Flat {
   conditions: string;
 }
 
+/**
+ * The row of the two measured in the same group (plan.ts: SQLITE_SIZES, POSTGRES_SIZES, the
+ * client-ids groups): its ratios are the median of the rounds' ratios, as every other
+ * target's.
+ */
 function flatCheck(rows: Row[], f: Flat): Check {
-  const big = find(rows, f.scenario, f.subject, 64);
-  const little = find(rows, f.scenario, f.reference, 64);
+  const row = find(rows, f.scenario, f.subject, 64, f.reference);
   const target =
     `${SCENARIOS[f.scenario].label} (${f.conditions}, 64 connections): ` +
     `${f.subjectText} within 15% of ${f.referenceText} (req/s and CPU per request)`;
-  if (!big || !little) return { target, measured: 'not measured', met: undefined };
-  const rps = big.subject.rps / little.subject.rps;
-  const cpu = little.subject.cpuUs / big.subject.cpuUs;
+  if (!row) return { target, measured: 'not measured', met: undefined };
+  const { rps, cpu, spread } = row.ratios;
   const measured =
-    `req/s ${big.subject.rps.toFixed(0)} vs ${little.subject.rps.toFixed(0)} (${x(rps)}), ` +
-    `CPU ${big.subject.cpuUs.toFixed(1)} vs ${little.subject.cpuUs.toFixed(1)} µs (${x(cpu)})`;
+    `req/s ${row.subject.rps.toFixed(0)} vs ${row.yardstick.rps.toFixed(0)}: ` +
+    `${x(rps)}${rounds(spread.rps)}, CPU ${row.subject.cpuUs.toFixed(1)} vs ` +
+    `${row.yardstick.cpuUs.toFixed(1)} µs: ${x(cpu)}${rounds(spread.cpu)}`;
   return { target, measured, met: Math.abs(rps - 1) <= 0.15 && Math.abs(cpu - 1) <= 0.15 };
 }
 

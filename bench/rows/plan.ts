@@ -162,6 +162,16 @@ function group(
   };
 }
 
+// The size targets (1M within 15% of 10k) compare plantstore on the large data with itself on
+// the small, in the same group, so that both are measured in the same rounds: compared across
+// groups, minutes apart, the machine's drift between the two showed as 0.79× in one run and
+// 1.26× and 1.37× in others, for a create whose work does not depend on the table's size.
+const SQLITE_SIZES: RowPlan = { subject: 'plantstore power', yardstick: 'plantstore power 10k' };
+const POSTGRES_SIZES: RowPlan = {
+  subject: 'plantstore postgres',
+  yardstick: 'plantstore postgres 10k',
+};
+
 /** Every group of a full run, in the order they run; `connections` is the main figure (64). */
 export function fullPlan(connections: number): GroupPlan[] {
   const groups: GroupPlan[] = [];
@@ -184,6 +194,7 @@ export function fullPlan(connections: number): GroupPlan[] {
     if (scenario === 'delete' || scenario === 'post') {
       rows.push({ subject: 'plantstore power', yardstick: 'plantstore no outbox' });
     }
+    if (scenario !== 'delete') rows.push(SQLITE_SIZES);
     groups.push(group('sqlite-large', scenario, connections, rows));
   }
   // At one connection a power-durable write waits for its own fsync: the fsync target.
@@ -205,6 +216,7 @@ export function fullPlan(connections: number): GroupPlan[] {
   groups.push(
     group('sqlite-large', 'tagList', connections, [
       { subject: 'plantstore power', yardstick: 'fastify' },
+      SQLITE_SIZES,
     ]),
   );
   // DELETE is not among them: a turn of DELETE walks more ids than 10k (see bench/README.md).
@@ -219,11 +231,13 @@ export function fullPlan(connections: number): GroupPlan[] {
   groups.push(
     group('sqlite-client-ids', 'post', connections, [
       { subject: 'plantstore client ids', yardstick: 'fastify client ids' },
+      { subject: 'plantstore client ids', yardstick: 'plantstore power' },
     ]),
   );
   for (const scenario of [...ALL, 'tagList'] as const) {
-    const row: RowPlan = { subject: 'plantstore postgres', yardstick: 'bare postgres' };
-    groups.push(group('postgres', scenario, connections, [row]));
+    const rows: RowPlan[] = [{ subject: 'plantstore postgres', yardstick: 'bare postgres' }];
+    if (scenario === 'post' || scenario === 'tagList') rows.push(POSTGRES_SIZES);
+    groups.push(group('postgres', scenario, connections, rows));
   }
   groups.push(
     group('postgres', 'postKeyed', connections, [
@@ -237,6 +251,7 @@ export function fullPlan(connections: number): GroupPlan[] {
   groups.push(
     group('postgres-client-ids', 'post', connections, [
       { subject: 'plantstore postgres client ids', yardstick: 'bare postgres client ids' },
+      { subject: 'plantstore postgres client ids', yardstick: 'plantstore postgres' },
     ]),
   );
   groups.push(

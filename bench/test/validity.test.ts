@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CONTENDERS, fullPlan, selectGroups } from '../rows/plan.js';
+import { CONTENDERS, type ContenderName, fullPlan, selectGroups } from '../rows/plan.js';
 import type { Row } from '../rows/rows.js';
 import type { Side } from '../harness/summary.js';
 import { readFileSync } from 'node:fs';
@@ -132,14 +132,25 @@ describe('checks', () => {
   });
 
   it('holds creates after client ids to the same creates on the fresh store, within 15%', () => {
-    const post = (subject: string, rps: number, cpuUs: number) =>
-      row({ scenario: 'post', subject: { ...busy, name: subject, rps, cpuUs } });
+    // The row of the two in one group, its ratios the median of its rounds'.
     const verdict = (rps: number) =>
-      checks([post('plantstore power', 10000, 40), post('plantstore client ids', rps, 40)], facts)
+      checks(
+        [
+          row({
+            group: 'sqlite-client-ids/post/64',
+            scenario: 'post',
+            subject: { ...busy, name: 'plantstore client ids', rps: 9000 },
+            yardstick: { ...busy, name: 'plantstore power', rps: 10000 },
+            ratios: { rps, cpu: 0.95, p99: 1, spread: { rps: [rps, rps], cpu: [0.9, 1] } },
+          }),
+        ],
+        facts,
+      )
         .filter((c) => c.target.includes('client ids above the counter'))
         .map((c) => c.met);
-    assert.deepEqual(verdict(9000), [true, undefined], 'PostgreSQL not measured');
-    assert.deepEqual(verdict(8000), [false, undefined]);
+    assert.deepEqual(verdict(0.9), [true, undefined], 'PostgreSQL not measured');
+    assert.deepEqual(verdict(0.8), [false, undefined]);
+    assert.deepEqual(verdict(1.2), [false, undefined], 'faster by more than 15% is outside too');
     const target = checks([], facts).find((c) => c.target.includes('client ids'))?.target;
     assert.equal(
       target,
@@ -313,12 +324,33 @@ describe('the plan', () => {
         for (const name of [r.subject, r.yardstick, r.beside]) {
           if (name !== undefined) assert.ok(g.contenders.includes(name), `${g.id}: ${name}`);
         }
-      }
-      for (const name of g.contenders) {
-        const data = CONTENDERS[name].data;
-        assert.equal(data, g.data, `${g.id}: ${name} runs on ${data}`);
+        // A row is the group's data set's (its table says so): its subject runs on it, and so
+        // do its yardsticks but where the row compares two data sets (the size targets).
+        assert.equal(CONTENDERS[r.subject].data, g.data, `${g.id}: ${r.subject}`);
+        const role = (name: string) => JSON.stringify(CONTENDERS[name as ContenderName].role);
+        if (CONTENDERS[r.yardstick].data !== g.data) {
+          assert.equal(role(r.yardstick), role(r.subject), `${g.id}: ${r.yardstick}`);
+        }
       }
     }
+  });
+
+  it('measures each size target in one group: both data sets in the same rounds', () => {
+    const pairs = fullPlan(64).flatMap((g) =>
+      g.rows
+        .filter((r) => CONTENDERS[r.yardstick].data !== g.data)
+        .map((r) => `${g.id} ${r.subject} ÷ ${r.yardstick}`),
+    );
+    assert.deepEqual(pairs, [
+      'sqlite-large/post/64 plantstore power ÷ plantstore power 10k',
+      'sqlite-large/getOne/64 plantstore power ÷ plantstore power 10k',
+      'sqlite-large/list/64 plantstore power ÷ plantstore power 10k',
+      'sqlite-large/tagList/64 plantstore power ÷ plantstore power 10k',
+      'sqlite-client-ids/post/64 plantstore client ids ÷ plantstore power',
+      'postgres/post/64 plantstore postgres ÷ plantstore postgres 10k',
+      'postgres/tagList/64 plantstore postgres ÷ plantstore postgres 10k',
+      'postgres-client-ids/post/64 plantstore postgres client ids ÷ plantstore postgres',
+    ]);
   });
 
   it('has every target row: four scenarios on SQLite (both durabilities) and PostgreSQL', () => {
