@@ -286,18 +286,27 @@ test('a restore moves the changes feed on: a cursor from before it is 410, none 
   after.child.kill('SIGTERM');
   assert.equal((await after.exited).code, 0);
 
-  // A damaged database, the usual reason to restore, is restored over all the same; the
-  // report says its positions were not carried.
-  const layout = new Database(db, { readonly: true });
-  const pageSize = layout.pragma('page_size', { simple: true }) as number;
-  const root = layout
-    .prepare("SELECT rootpage FROM sqlite_master WHERE name = 'audit_log'")
-    .pluck()
-    .get() as number;
-  layout.close();
-  const bytes = readFileSync(db);
-  bytes.fill(0xff, (root - 1) * pageSize, root * pageSize);
-  writeFileSync(db, bytes);
+  // A damaged database, the usual reason to restore, is restored over all the same: its
+  // positions from whichever of their records still reads, and a warning when none does.
+  const damage = (tables: string[]) => {
+    const layout = new Database(db, { readonly: true });
+    const pageSize = layout.pragma('page_size', { simple: true }) as number;
+    const root = layout.prepare('SELECT rootpage FROM sqlite_master WHERE name = ?').pluck();
+    const roots = tables.map((table) => root.get(table) as number);
+    layout.close();
+    const bytes = readFileSync(db);
+    for (const page of roots) bytes.fill(0xff, (page - 1) * pageSize, page * pageSize);
+    writeFileSync(db, bytes);
+  };
+  damage(['audit_log']);
+  const carried = await plantstore(['restore', backup, '--db', db]);
+  assert.equal(carried.code, 0, carried.stderr);
+  assert.match(
+    carried.stderr,
+    new RegExp(`; the changes feed goes on after position ${next[0]! + 1n}: `),
+    'the AUTOINCREMENT counter still reads',
+  );
+  damage(['sqlite_sequence', 'audit_log', 'event_horizon']);
   const over = await plantstore(['restore', backup, '--db', db]);
   assert.equal(over.code, 0, over.stderr);
   assert.match(

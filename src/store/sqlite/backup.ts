@@ -61,8 +61,9 @@ export async function backupSqlite(source: string, destination: string): Promise
  * copy's AUTOINCREMENT counter of the audit log and the feed's horizon are moved one past that
  * position (the copy migrated first, for a backup older than the feed): every cursor handed
  * out before the restore, the newest too, is then below the horizon, a 410 that tells its
- * reader to read the plants again. A replaced database that cannot be read (a corrupt one, the usual reason to
- * restore) is restored over all the same, and the report says its positions were not carried.
+ * reader to read the plants again. A replaced database whose positions cannot be read (a
+ * damaged one, the usual reason to restore) is restored over all the same, and the report
+ * says its positions were not carried.
  */
 export async function restoreSqlite(from: string, target: string): Promise<RestoreReport> {
   mustExist(from);
@@ -70,10 +71,13 @@ export async function restoreSqlite(from: string, target: string): Promise<Resto
   let reached: bigint | string = 0n;
   if (existsSync(target)) reached = releaseUnused(target, feedReached);
   const pages = await copyThenPublish(from, target, { readonly: true }, (partial) => {
-    // The old database's WAL must not outlive it: SQLite would replay it into the new file.
-    if (existsSync(`${target}-wal`)) throw inUse(target);
-    if (typeof reached === 'bigint' && reached > 0n)
+    if (typeof reached === 'bigint' && reached > 0n) {
       version = carryPositions(partial, reached + 1n);
+    }
+    // The old database's WAL must not outlive it: SQLite would replay it into the new file.
+    // Looked at last, just before the copy takes the name: a server started on the target
+    // meanwhile has made one.
+    if (existsSync(`${target}-wal`)) throw inUse(target);
   });
   if (typeof reached === 'string') return { pages, version, eventsNotCarried: reached };
   return { pages, version, ...(reached > 0n && { eventsAfter: reached + 1n }) };
@@ -81,27 +85,36 @@ export async function restoreSqlite(from: string, target: string): Promise<Resto
 
 /**
  * The highest position the changes feed of the database `db` has handed out or moved its
- * horizon over (0 for none), or why it cannot be read.
+ * horizon over (0 for none), or why it cannot be read. Three places record it, each on pages
+ * of its own: the AUTOINCREMENT counter of the audit log (never below its highest entry), the
+ * highest entry, the horizon. The highest of those that can be read is the answer; only when
+ * none can (a damaged file) is it why.
  */
 function feedReached(db: Database.Database): bigint | string {
+  const reads = [
+    ['sqlite_sequence', "SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'"],
+    ['audit_log', 'SELECT max(seq) FROM audit_log'],
+    ['event_horizon', 'SELECT position FROM event_horizon'],
+  ] as const;
+  let reached: bigint | undefined;
+  let failure: string | undefined;
   try {
     db.defaultSafeIntegers(true);
     const has = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
-    const reads = [
-      ['sqlite_sequence', "SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'"],
-      ['audit_log', 'SELECT max(seq) FROM audit_log'],
-      ['event_horizon', 'SELECT position FROM event_horizon'],
-    ] as const;
-    let reached = 0n;
     for (const [table, sql] of reads) {
-      if (has.get(table) === undefined) continue;
-      const value = db.prepare(sql).pluck().get();
-      if (typeof value === 'bigint' && value > reached) reached = value;
+      try {
+        if (has.get(table) === undefined) continue;
+        const value = db.prepare(sql).pluck().get();
+        const at = typeof value === 'bigint' ? value : 0n;
+        if (reached === undefined || at > reached) reached = at;
+      } catch (error) {
+        failure ??= (error as Error).message;
+      }
     }
-    return reached;
   } catch (error) {
-    return (error as Error).message;
+    failure ??= (error as Error).message;
   }
+  return reached ?? failure ?? 0n;
 }
 
 /** Moves the copy's log on to `to` (see restoreSqlite); its schema version after. */
