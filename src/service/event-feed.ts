@@ -90,13 +90,13 @@ export class EventFeed {
    * is past the newest event. */
   async page(after: bigint | undefined, limit: number): Promise<FeedPage> {
     await this.settle();
-    const { events, horizon } = await this.events.read(after, limit);
+    const { events, horizon, head: known } = await this.events.read(after, limit);
     if (after !== undefined && after < horizon) throw eventsPruned(after, horizon);
     // Past the newest event, a cursor names events this log never had (another store's, or
     // from before a restore): served, its reader would skip every event up to it. The head
     // read after settle is at least any position served, on any instance.
     if (after !== undefined && events.length === 0 && after > this.recent.head) {
-      const head = await this.events.head();
+      const head = known ?? (await this.events.head());
       if (after > head) throw eventsPastHead(after, head);
     }
     const start = after ?? horizon;

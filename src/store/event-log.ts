@@ -12,6 +12,11 @@ export interface EventPage {
    * cursor below it has missed events; see docs/events.md.
    */
   horizon: bigint;
+  /**
+   * The newest position readable when the page was read, where the store knows it without a
+   * read of its own (PostgreSQL: the watermark); else undefined, and `head()` tells.
+   */
+  head?: bigint;
 }
 
 /**

@@ -81,17 +81,19 @@ export function postgresEventLog(
   written.on(() => notifier.written());
   return {
     async read(after, limit) {
+      const readable = watermark.value;
       const { rows } = await query<ReadRow>('events.read', READ, [
         after === undefined ? null : after.toString(),
         limit,
-        watermark.value.toString(),
+        readable.toString(),
       ]);
       const events = rows.flatMap((row) =>
         row.seq === null ? [] : [toChangeEvent(row as EventRow, postgresTime)],
       );
       // In order as read; sorted all the same, as a join's output order is not promised.
       events.sort((a, b) => (a.position < b.position ? -1 : 1));
-      return { events, horizon: rows[0]!.horizon };
+      const horizon = rows[0]!.horizon;
+      return { events, horizon, head: readable > horizon ? readable : horizon };
     },
     async head() {
       const { rows } = await query<{ position: bigint }>('events.horizon', HORIZON, []);
