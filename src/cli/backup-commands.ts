@@ -1,30 +1,17 @@
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import { Command } from 'commander';
-import {
-  BackupError,
-  type BackupReport,
-  backupSqlite,
-  restoreSqlite,
-} from '../store/sqlite/backup.js';
+import { silentLog } from '../core/log.js';
+import { BackupError, type BackupReport, type RestoreReport } from '../store/backup.js';
+import { backupSqlite, restoreSqlite } from '../store/sqlite/backup.js';
 import { databaseUrlOption, type DatabaseOptions, dbOption } from './options.js';
 
 /** Exit code of a backup or restore refused for a reason the message gives. */
 const FAILED = 1;
 
-// On PostgreSQL the database's own tools do this better than a copy through plantstore could.
-const POSTGRES_ADVICE =
-  'backup and restore are for SQLite; on PostgreSQL use pg_dump and pg_restore (see docs/operating.md, Backups)';
-
 async function run<R extends BackupReport>(
-  options: DatabaseOptions,
   work: () => Promise<R>,
   done: (report: R) => string,
 ): Promise<void> {
-  if (options.databaseUrl !== undefined) {
-    process.stderr.write(`plantstore: ${POSTGRES_ADVICE}\n`);
-    process.exitCode = FAILED;
-    return;
-  }
   try {
     process.stderr.write(`${done(await work())}\n`);
   } catch (error) {
@@ -33,6 +20,13 @@ async function run<R extends BackupReport>(
     process.exitCode = FAILED;
   }
 }
+
+// PostgreSQL's module (and pg) only for the commands that use it, as store/open.ts does.
+const postgres = () => import('../store/postgres/backup.js');
+
+/** "(N pages, schema version V)", the pages on SQLite only. */
+const copied = ({ pages, version }: BackupReport) =>
+  `(${pages === undefined ? '' : `${pages} pages, `}schema version ${version})`;
 
 /**
  * The file a restore replaces. Through a symbolic link (a database kept on another volume)
@@ -79,37 +73,46 @@ function feedNote(after: bigint | undefined, notCarried: string | undefined): st
 export function backupCommands(): Command[] {
   const backup = new Command('backup')
     .description(
-      'copy the SQLite database to a new FILE, consistently, while a server keeps serving',
+      'copy the database to a new FILE, consistently, while a server keeps serving ' +
+        '(on PostgreSQL with pg_dump)',
     )
     .argument('<file>', 'the backup to write; must not exist yet')
     .addOption(dbOption())
     .addOption(databaseUrlOption())
-    .action((file: string, options: DatabaseOptions) =>
+    .action((file: string, { db, databaseUrl }: DatabaseOptions) =>
       run(
-        options,
-        () => backupSqlite(options.db, file),
-        ({ pages, version }) =>
-          `backed up ${options.db} to ${file} (${pages} pages, schema version ${version})`,
+        async () =>
+          databaseUrl === undefined
+            ? backupSqlite(db, file)
+            : (await postgres()).backupPostgres(databaseUrl, file),
+        (report) =>
+          `backed up ${databaseUrl === undefined ? db : 'the PostgreSQL store'} to ${file} ${copied(report)}`,
       ),
     );
   const restore = new Command('restore')
     .description(
-      'replace the SQLite database with a backup FILE, after checking its integrity; ' +
-        'refuses while a server (or any process) has the database open',
+      'replace the database with a backup FILE, after checking it; refuses while a server ' +
+        'has the database open (on PostgreSQL with pg_restore and psql, in one transaction)',
     )
     .argument('<file>', 'a backup written by plantstore backup')
     .addOption(dbOption())
     .addOption(databaseUrlOption())
-    .action((file: string, options: DatabaseOptions) =>
+    .action((file: string, { db, databaseUrl }: DatabaseOptions) =>
       run(
-        options,
-        async () => {
-          const target = await restoreTarget(options.db);
+        async (): Promise<RestoreReport & { target: string }> => {
+          if (databaseUrl !== undefined) {
+            const report = await (await postgres()).restorePostgres(databaseUrl, file, silentLog);
+            return { ...report, target: 'the PostgreSQL store' };
+          }
+          const target = await restoreTarget(db);
           return { ...(await restoreSqlite(file, target)), target };
         },
-        ({ pages, version, target, eventsAfter, eventsNotCarried }) =>
-          `restored ${options.db}${target === options.db ? '' : ` (a link to ${target})`} ` +
-          `from ${file} (${pages} pages, schema version ${version})${feedNote(eventsAfter, eventsNotCarried)}`,
+        (report) => {
+          const { target, eventsAfter, eventsNotCarried } = report;
+          const name =
+            databaseUrl !== undefined || target === db ? target : `${db} (a link to ${target})`;
+          return `restored ${name} from ${file} ${copied(report)}${feedNote(eventsAfter, eventsNotCarried)}`;
+        },
       ),
     );
   return [backup, restore];

@@ -3,28 +3,11 @@
 import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { BackupError, type BackupReport, type RestoreReport } from '../backup.js';
 import { loadMigrations } from '../migrations.js';
 import { migrateSqlite } from './migrate.js';
 import { isSqliteError } from './query.js';
 import { createPrivately } from './private-files.js';
-
-/** A backup or restore that cannot go ahead; its message says why, in the user's words. */
-export class BackupError extends Error {}
-
-export interface BackupReport {
-  /** Database pages copied. */
-  pages: number;
-  /** Schema version of the copy. */
-  version: number;
-}
-
-/** What a restore did to the changes feed's positions (see restoreSqlite). */
-export interface RestoreReport extends BackupReport {
-  /** The position the restored log goes on after: every older cursor is answered 410. */
-  eventsAfter?: bigint;
-  /** Why the replaced database's positions could not be carried over, if they could not. */
-  eventsNotCarried?: string;
-}
 
 // SQLite's backup API restarts a copy made in steps whenever another connection writes, so
 // under a busy server a stepped copy might never end: copy every page in one step, inside

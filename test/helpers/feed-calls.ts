@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import type { Server } from './server-process.js';
+
+/** Requests to a test server with one bearer token: plants created, events' positions read. */
+export function feedCalls(bearer: string) {
+  const call = (server: Server, path: string, init: RequestInit = {}) =>
+    fetch(`${server.url}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+    });
+  const create = async (server: Server, name: string) =>
+    assert.equal(
+      (await call(server, '/plants', { method: 'POST', body: JSON.stringify({ name }) })).status,
+      201,
+    );
+  /** The positions of the events after `after`, one page. */
+  const positions = async (server: Server, after: bigint) => {
+    const res = await call(server, `/events?after=${after}`);
+    assert.equal(res.status, 200);
+    return [...(await res.text()).matchAll(/"position":(\d+)/g)].map((m) => BigInt(m[1]!));
+  };
+  /** Asserts that reading after each of `cursors` is 410 (41001): read the plants again. */
+  const gone = async (server: Server, cursors: bigint[]) => {
+    for (const cursor of cursors) {
+      const res = await call(server, `/events?after=${cursor}`);
+      assert.equal(res.status, 410, `cursor ${cursor}`);
+      assert.match(await res.text(), /"error":41001/);
+    }
+  };
+  return { call, create, positions, gone };
+}

@@ -1,0 +1,148 @@
+import assert from 'node:assert/strict';
+import { statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import pg from 'pg';
+import { silentLog } from '../../src/core/log.js';
+import { loadMigrations } from '../../src/store/migrations.js';
+import { openStore } from '../../src/store/open.js';
+import { backupPostgres, restorePostgres } from '../../src/store/postgres/backup.js';
+import { migratePostgres } from '../../src/store/postgres/migrate.js';
+import { freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { feedCalls } from '../helpers/feed-calls.js';
+import { runCli, type Server, startServer } from '../helpers/server-process.js';
+import { makeTempDir } from '../helpers/setup.js';
+
+// plantstore backup and restore on PostgreSQL (pg_dump, pg_restore and psql underneath), as
+// real processes beside a real server, on a database of the test's own: a restore refuses
+// while any plantstore server is connected to the database, so other tests' servers on the
+// shared one would refuse it.
+
+test(
+  'PostgreSQL: backup while serving, restore with the servers stopped, the feed moved on',
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const url = await freshOwnDatabase(t);
+    const dir = makeTempDir(t);
+    const made = await runCli([
+      'token',
+      'create',
+      '--database-url',
+      url,
+      '--scopes',
+      'plants:read,plants:write,events:read',
+    ]);
+    assert.equal(made.code, 0, made.stderr);
+    const bearer = made.stdout.trim();
+    const { call, create, positions, gone } = feedCalls(bearer);
+    const names = async (server: Server) =>
+      [...(await (await call(server, '/plants')).text()).matchAll(/"name":"(\w+)"/g)].map(
+        (m) => m[1],
+      );
+    const stop = async (server: Server) => {
+      server.child.kill('SIGTERM');
+      assert.equal((await server.exited).code, 0);
+    };
+
+    const before = await startServer(t, ['--database-url', url]);
+    for (const name of ['a', 'b']) await create(before, name);
+    const backup = join(dir, 'plantstore.dump');
+    const backedUp = await runCli(['backup', backup, '--database-url', url]);
+    assert.equal(backedUp.code, 0, backedUp.stderr);
+    assert.match(
+      backedUp.stderr,
+      /^backed up the PostgreSQL store to .*plantstore\.dump \(schema version \d+\)\n$/,
+    );
+    assert.equal(statSync(backup).mode & 0o777, 0o600, 'it holds token hashes');
+    const again = await runCli(['backup', backup, '--database-url', url]);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /plantstore\.dump exists already: name a new file for the backup/);
+
+    for (const name of ['c', 'd', 'e']) await create(before, name);
+    const seen = await positions(before, 0n);
+    assert.equal(seen.length, 5);
+    const newest = seen.at(-1)!;
+
+    const refused = await runCli(['restore', backup, '--database-url', url]);
+    assert.equal(refused.code, 1);
+    assert.match(
+      refused.stderr,
+      /connections of a plantstore server are open on this database: stop the servers/,
+    );
+    assert.deepEqual(await names(before), ['a', 'b', 'c', 'd', 'e'], 'nothing restored');
+    await stop(before);
+
+    const restored = await runCli(['restore', backup, '--database-url', url]);
+    assert.equal(restored.code, 0, restored.stderr);
+    assert.match(
+      restored.stderr,
+      new RegExp(
+        `^restored the PostgreSQL store from .*plantstore\\.dump \\(schema version \\d+\\); ` +
+          `the changes feed goes on after position ${newest + 1n}: a reader resuming`,
+      ),
+    );
+
+    const after = await startServer(t, ['--database-url', url]);
+    assert.deepEqual(await names(after), ['a', 'b']);
+    await gone(after, [0n, seen[1]!, newest]);
+    await create(after, 'f');
+    const next = await positions(after, newest + 1n);
+    assert.equal(next.length, 1);
+    assert.ok(next[0]! > newest + 1n, 'a new event never takes a position handed out before');
+    await stop(after);
+
+    // A backup that pg_restore cannot read changes nothing.
+    const broken = join(dir, 'broken.dump');
+    writeFileSync(broken, 'PGDMP not really');
+    const failed = await runCli(['restore', broken, '--database-url', url]);
+    assert.equal(failed.code, 1);
+    assert.match(failed.stderr, /^plantstore: pg_restore failed \(exit 1\): /);
+    // A second restore of the same backup: the positions carried on again, past `f`'s.
+    const twice = await runCli(['restore', backup, '--database-url', url]);
+    assert.equal(twice.code, 0, twice.stderr);
+    assert.match(twice.stderr, new RegExp(`goes on after position ${next[0]! + 1n}: `));
+    const last = await startServer(t, ['--database-url', url]);
+    assert.deepEqual(await names(last), ['a', 'b']);
+    await stop(last);
+  },
+);
+
+test(
+  'PostgreSQL: a backup older than the changes feed is migrated, and the feed still moves on',
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const [url, oldUrl] = [await freshOwnDatabase(t), await freshOwnDatabase(t)];
+    const migrations = loadMigrations('postgres');
+    const feed = migrations.find((m) => m.name === 'changes_feed')!.version;
+    // A store at the schema just before the feed, backed up.
+    await migratePostgres(
+      oldUrl,
+      migrations.filter((m) => m.version < feed),
+      silentLog,
+    );
+    const backup = join(makeTempDir(t), 'old.dump');
+    assert.equal((await backupPostgres(oldUrl, backup)).version, feed - 1);
+    // The store it replaces has handed out positions 1 to 3.
+    const store = await openStore({ db: '', databaseUrl: url });
+    try {
+      for (const name of ['a', 'b', 'c']) await store.plants.insert({ name });
+    } finally {
+      await store.close();
+    }
+
+    const report = await restorePostgres(url, backup, silentLog);
+    assert.deepEqual(report, { version: migrations.at(-1)!.version, eventsAfter: 4n });
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const { rows } = await client.query(
+        `SELECT (SELECT position FROM event_horizon) AS horizon,
+           (SELECT count(*) FROM plants)::int AS plants,
+           pg_sequence_last_value(pg_get_serial_sequence('audit_log', 'seq')::regclass) AS seq`,
+      );
+      assert.deepEqual(rows[0], { horizon: '4', plants: 0, seq: '4' });
+    } finally {
+      await client.end();
+    }
+  },
+);
