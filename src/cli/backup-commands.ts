@@ -1,6 +1,5 @@
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import { Command } from 'commander';
-import { silentLog } from '../core/log.js';
 import { BackupError, type BackupReport, type RestoreReport } from '../store/backup.js';
 import { backupSqlite, restoreSqlite } from '../store/sqlite/backup.js';
 import { databaseUrlOption, type DatabaseOptions, dbOption } from './options.js';
@@ -101,7 +100,7 @@ export function backupCommands(): Command[] {
       run(
         async (): Promise<RestoreReport & { target: string }> => {
           if (databaseUrl !== undefined) {
-            const report = await (await postgres()).restorePostgres(databaseUrl, file, silentLog);
+            const report = await (await postgres()).restorePostgres(databaseUrl, file);
             return { ...report, target: 'the PostgreSQL store' };
           }
           const target = await restoreTarget(db);

@@ -8,11 +8,13 @@ export function feedCalls(bearer: string) {
       ...init,
       headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
     });
-  const create = async (server: Server, name: string) =>
-    assert.equal(
-      (await call(server, '/plants', { method: 'POST', body: JSON.stringify({ name }) })).status,
-      201,
-    );
+  /** Creates a plant; answers its id and entity tag. */
+  const create = async (server: Server, name: string) => {
+    const res = await call(server, '/plants', { method: 'POST', body: JSON.stringify({ name }) });
+    assert.equal(res.status, 201);
+    const id = BigInt(/"id":(\d+)/.exec(await res.text())![1]!);
+    return { id, etag: res.headers.get('etag')! };
+  };
   /** The positions of the events after `after`, one page. */
   const positions = async (server: Server, after: bigint) => {
     const res = await call(server, `/events?after=${after}`);

@@ -36,7 +36,7 @@ export function withSchema(url: string, schema: string): string {
 }
 
 /** Runs one statement on a connection of its own. */
-async function adminRun(url: string, sql: string): Promise<void> {
+export async function adminRun(url: string, sql: string): Promise<void> {
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   try {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -8,7 +9,7 @@ import { loadMigrations } from '../../src/store/migrations.js';
 import { openStore } from '../../src/store/open.js';
 import { backupPostgres, restorePostgres } from '../../src/store/postgres/backup.js';
 import { migratePostgres } from '../../src/store/postgres/migrate.js';
-import { freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { adminRun, freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
 import { feedCalls } from '../helpers/feed-calls.js';
 import { runCli, type Server, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
@@ -45,7 +46,8 @@ test(
     };
 
     const before = await startServer(t, ['--database-url', url]);
-    for (const name of ['a', 'b']) await create(before, name);
+    const given: { id: bigint; etag: string }[] = [];
+    for (const name of ['a', 'b']) given.push(await create(before, name));
     const backup = join(dir, 'plantstore.dump');
     const backedUp = await runCli(['backup', backup, '--database-url', url]);
     assert.equal(backedUp.code, 0, backedUp.stderr);
@@ -58,7 +60,7 @@ test(
     assert.equal(again.code, 1);
     assert.match(again.stderr, /plantstore\.dump exists already: name a new file for the backup/);
 
-    for (const name of ['c', 'd', 'e']) await create(before, name);
+    for (const name of ['c', 'd', 'e']) given.push(await create(before, name));
     const seen = await positions(before, 0n);
     assert.equal(seen.length, 5);
     const newest = seen.at(-1)!;
@@ -85,7 +87,10 @@ test(
     const after = await startServer(t, ['--database-url', url]);
     assert.deepEqual(await names(after), ['a', 'b']);
     await gone(after, [0n, seen[1]!, newest]);
-    await create(after, 'f');
+    // No id, and no entity tag, a client was given before the restore is given again.
+    const f = await create(after, 'f');
+    assert.ok(given.every(({ id }) => f.id > id));
+    assert.ok(given.every(({ etag }) => f.etag !== etag));
     const next = await positions(after, newest + 1n);
     assert.equal(next.length, 1);
     assert.ok(next[0]! > newest + 1n, 'a new event never takes a position handed out before');
@@ -97,7 +102,29 @@ test(
     const failed = await runCli(['restore', broken, '--database-url', url]);
     assert.equal(failed.code, 1);
     assert.match(failed.stderr, /^plantstore: pg_restore failed \(exit 1\): /);
-    // A second restore of the same backup: the positions carried on again, past `f`'s.
+    // Another tool's schema_migrations table (golang-migrate's) is no plantstore backup.
+    const otherUrl = await freshOwnDatabase(t);
+    await adminRun(
+      otherUrl,
+      `CREATE TABLE schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL);
+       INSERT INTO schema_migrations VALUES (3, false); CREATE TABLE customers (id int)`,
+    );
+    const other = join(dir, 'other.dump');
+    execFileSync('pg_dump', ['--format=custom', `--file=${other}`, otherUrl]);
+    const foreign = await runCli(['restore', other, '--database-url', url]);
+    assert.equal(foreign.code, 1);
+    assert.match(foreign.stderr, /other\.dump holds no plantstore store in the schema public/);
+    // An object of the user's that depends on the store stops the restore, named.
+    await adminRun(url, 'CREATE VIEW plant_names AS SELECT name FROM plants');
+    const depended = await runCli(['restore', backup, '--database-url', url]);
+    assert.equal(depended.code, 1);
+    assert.match(
+      depended.stderr,
+      /^plantstore: psql failed \(exit 3\): .*view plant_names depends on table plants/,
+    );
+    await adminRun(url, 'DROP VIEW plant_names');
+    // A second restore of the same backup: the positions carried on again, past `f`'s, so
+    // none of the refusals above changed anything.
     const twice = await runCli(['restore', backup, '--database-url', url]);
     assert.equal(twice.code, 0, twice.stderr);
     assert.match(twice.stderr, new RegExp(`goes on after position ${next[0]! + 1n}: `));
@@ -130,7 +157,7 @@ test(
       await store.close();
     }
 
-    const report = await restorePostgres(url, backup, silentLog);
+    const report = await restorePostgres(url, backup);
     assert.deepEqual(report, { version: migrations.at(-1)!.version, eventsAfter: 4n });
     const client = new pg.Client({ connectionString: url });
     await client.connect();

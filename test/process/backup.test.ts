@@ -243,7 +243,8 @@ test('a restore moves the changes feed on: a cursor from before it is 410, none 
   for (const name of ['a', 'b']) await create(before, name);
   const backup = join(dir, 'backup.db');
   assert.equal((await plantstore(['backup', backup, '--db', db])).code, 0);
-  for (const name of ['c', 'd', 'e']) await create(before, name);
+  let lastId = 0n;
+  for (const name of ['c', 'd', 'e']) lastId = (await create(before, name)).id;
   const seen = await positions(before, 0n);
   assert.equal(seen.length, 5);
   const newest = seen.at(-1)!;
@@ -259,7 +260,8 @@ test('a restore moves the changes feed on: a cursor from before it is 410, none 
 
   const after = await startServer(t, ['--db', db]);
   await gone(after, [0n, seen[1]!, newest]);
-  await create(after, 'f');
+  const f = await create(after, 'f');
+  assert.ok(f.id > lastId, 'no id a client was given before the restore is given again');
   const next = await positions(after, newest + 1n);
   assert.equal(next.length, 1);
   assert.equal(

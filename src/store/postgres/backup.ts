@@ -1,58 +1,17 @@
-// Backing up and restoring a PostgreSQL store with PostgreSQL's own tools: pg_dump writes the
-// backup, pg_restore reads it and psql applies it, in one transaction that also carries the
-// changes feed's positions on, as `restore` does on SQLite (sqlite/backup.ts).
+// Backing up and restoring a PostgreSQL store with PostgreSQL's own tools (pg-tools.ts):
+// pg_dump writes the backup; pg_restore reads it and psql applies it, in one transaction that
+// also migrates an older backup and carries the store's counters on past the replaced store's,
+// as `restore` does on SQLite (sqlite/backup.ts).
 
-import { spawn } from 'node:child_process';
-import { closeSync, openSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, linkSync, openSync, rmSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import pg from 'pg';
-import type { Log } from '../../core/log.js';
 import { BackupError, type BackupReport, type RestoreReport } from '../backup.js';
-import { assertNotNewer, loadMigrations } from '../migrations.js';
-import { migratePostgres } from './migrate.js';
+import { loadMigrations, type Migration } from '../migrations.js';
+import { restoreThroughPsql, runTool, toolConnection } from './pg-tools.js';
 
 /** The application_name of a serving store's connections (open.ts). */
 const SERVING = 'plantstore';
-
-/**
- * The URL for a tool's command line, and its environment: the password goes in PGPASSWORD,
- * not in the arguments, which every user of the machine can read (ps).
- */
-function toolConnection(url: string): { url: string; env: NodeJS.ProcessEnv } {
-  const parsed = new URL(url);
-  if (parsed.password === '') return { url, env: process.env };
-  const password = decodeURIComponent(parsed.password);
-  parsed.password = '';
-  return { url: parsed.toString(), env: { ...process.env, PGPASSWORD: password } };
-}
-
-/** Runs `command` to its end; answers its standard output, or throws with its standard error. */
-function runTool(command: string, args: string[], env = process.env): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
-    child.on('error', (error) => reject(toolMissing(command, error)));
-    child.on('close', (code) => {
-      if (code === 0) resolve(Buffer.concat(out).toString('utf8'));
-      else reject(toolFailed(command, code, Buffer.concat(err).toString('utf8')));
-    });
-  });
-}
-
-function toolMissing(command: string, error: NodeJS.ErrnoException): BackupError {
-  return new BackupError(
-    error.code === 'ENOENT'
-      ? `${command} was not found: install PostgreSQL's client tools (Debian: postgresql-client)`
-      : `${command} could not start: ${error.message}`,
-  );
-}
-
-function toolFailed(command: string, code: number | null, stderr: string): BackupError {
-  const said = stderr.trim().split('\n').slice(-3).join(' ');
-  return new BackupError(`${command} failed (exit ${code ?? 'by a signal'}): ${said}`);
-}
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
@@ -87,35 +46,40 @@ async function connected<T>(url: string, work: (client: pg.Client) => Promise<T>
 
 /**
  * Writes the store's schema to `file` (which must not exist) with pg_dump, custom format,
- * readable by its owner only: a consistent snapshot while servers keep serving.
+ * readable by its owner only: a consistent snapshot while servers keep serving. pg_dump
+ * writes a private file beside it, which takes the name only once complete.
  */
 export async function backupPostgres(url: string, file: string): Promise<BackupReport> {
+  const tool = toolConnection(url);
   const { schema, version } = await connected(url, inspect);
   if (version === 0) throw new BackupError('the database holds no plantstore store to back up');
+  const target = resolve(file);
+  const taken = () => new BackupError(`${file} exists already: name a new file for the backup`);
+  if (existsSync(target)) throw taken();
+  const partial = join(dirname(target), `.${basename(target)}.${process.pid}.partial`);
   try {
-    closeSync(openSync(file, 'wx', 0o600));
+    closeSync(openSync(partial, 'wx', 0o600));
+    // A quoted pattern: the schema's name exactly, capitals and all.
+    const pattern = `--schema=${quoteIdent(schema)}`;
+    await runTool('pg_dump', ['--format=custom', pattern, `--file=${partial}`, tool.url], tool.env);
+    linkSync(partial, target);
   } catch (error) {
-    const { code, message } = error as NodeJS.ErrnoException;
-    throw new BackupError(
-      code === 'EEXIST' ? `${file} exists already: name a new file for the backup` : message,
-    );
-  }
-  try {
-    const tool = toolConnection(url);
-    await runTool(
-      'pg_dump',
-      ['--format=custom', `--schema=${schema}`, `--file=${file}`, tool.url],
-      tool.env,
-    );
-  } catch (error) {
-    rmSync(file, { force: true });
-    throw error;
+    if (error instanceof BackupError) throw error;
+    // The name taken while pg_dump wrote (linkSync never replaces a file).
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST' && existsSync(target)) throw taken();
+    throw new BackupError((error as Error).message);
+  } finally {
+    rmSync(partial, { force: true });
   }
   return { version };
 }
 
-/** The schema version a backup holds, read from its schema_migrations rows. */
-async function backupVersion(file: string, schema: string): Promise<number> {
+/**
+ * The migrations a backup lacks, from its schema_migrations rows, each checked against this
+ * plantstore's: a table of another tool by that name, or a migration this plantstore does
+ * not have (a newer one), is refused before anything is changed.
+ */
+async function missingMigrations(file: string, schema: string): Promise<Migration[]> {
   const data = await runTool('pg_restore', [
     '--data-only',
     `--schema=${schema}`,
@@ -123,118 +87,125 @@ async function backupVersion(file: string, schema: string): Promise<number> {
     '--file=-',
     file,
   ]);
-  const versions = [...data.matchAll(/^(\d+)\t/gm)].map((match) => Number(match[1]));
-  if (versions.length === 0)
+  const copy = /^COPY \S+ \(version, name, applied_at\) FROM stdin;\n([\s\S]*?)^\\\.$/m.exec(data);
+  if (copy === null)
     throw new BackupError(`${file} holds no plantstore store in the schema ${schema}`);
-  return Math.max(...versions);
+  const migrations = loadMigrations('postgres');
+  const applied = new Set<number>();
+  for (const line of copy[1]!.split('\n').filter((row) => row !== '')) {
+    const [version, name] = line.split('\t');
+    const known = migrations.find((m) => m.version === Number(version));
+    if (known === undefined)
+      throw new BackupError(
+        `${file} holds a store at schema version ${version}, newer than this plantstore knows; upgrade plantstore`,
+      );
+    if (known.name !== name)
+      throw new BackupError(`${file} is not a plantstore backup (migration ${version} is ${name})`);
+    applied.add(known.version);
+  }
+  return migrations.filter((m) => !applied.has(m.version));
 }
 
 /**
- * The highest position the changes feed of the store has handed out or moved its horizon over
- * (0 for none), or why it cannot be read: the audit log's sequence, its highest entry, the
- * horizon, the highest of those that read (as feedReached in sqlite/backup.ts).
+ * How far the replaced store's counters went, each 0 when it has none: the changes feed's
+ * positions (the audit log's sequence, its highest entry, the horizon: the highest that reads),
+ * plant ids and plant versions. `feed` is why it cannot be read, if none of its records reads.
  */
-async function feedReached(client: pg.Client): Promise<bigint | string> {
-  const reads = [
-    "SELECT pg_sequence_last_value(pg_get_serial_sequence('audit_log', 'seq')::regclass) AS p",
-    'SELECT max(seq) AS p FROM audit_log',
-    'SELECT position AS p FROM event_horizon',
-  ];
-  let reached: bigint | undefined;
-  let failure: string | undefined;
-  for (const sql of reads) {
+async function countersReached(client: pg.Client) {
+  const read = async (sql: string) => {
     try {
-      const { rows } = await client.query<{ p: string | null }>(sql);
-      const p = BigInt(rows[0]?.p ?? 0);
-      if (reached === undefined || p > reached) reached = p;
+      const { rows } = await client.query<{ n: string | null }>(sql);
+      return BigInt(rows[0]?.n ?? 0);
     } catch (error) {
-      failure ??= (error as Error).message;
+      return (error as Error).message;
     }
+  };
+  // One at a time: one connection runs one query at a time.
+  const feed: (bigint | string)[] = [];
+  for (const sql of [
+    "SELECT pg_sequence_last_value(pg_get_serial_sequence('audit_log', 'seq')::regclass) AS n",
+    'SELECT max(seq) AS n FROM audit_log',
+    'SELECT position AS n FROM event_horizon',
+  ]) {
+    feed.push(await read(sql));
   }
-  return reached ?? failure ?? 'nothing read';
+  const positions = feed.filter((n): n is bigint => typeof n === 'bigint');
+  const highest = (values: bigint[]) => values.reduce((a, b) => (b > a ? b : a), 0n);
+  const counter = async (sequence: string) => {
+    const n = await read(`SELECT pg_sequence_last_value('${sequence}'::regclass) AS n`);
+    return typeof n === 'bigint' ? n : 0n;
+  };
+  return {
+    feed: positions.length > 0 ? highest(positions) : (feed[0] as string),
+    ids: await counter('plant_id_seq'),
+    versions: await counter('plant_versions'),
+  };
 }
 
-/** Moves the restored log's sequence and horizon to `to`, where they are lower; any version. */
-const carry = (to: bigint) => `DO $carry$ BEGIN
-  IF to_regclass('audit_log') IS NOT NULL THEN
-    PERFORM setval(pg_get_serial_sequence('audit_log', 'seq'), greatest(${to},
-      coalesce(pg_sequence_last_value(pg_get_serial_sequence('audit_log', 'seq')::regclass), 0),
-      (SELECT coalesce(max(seq), 0) FROM audit_log)));
-  END IF;
-  IF to_regclass('event_horizon') IS NOT NULL THEN
-    UPDATE event_horizon SET position = greatest(position, ${to});
-  END IF;
-END $carry$;
-`;
+type Reached = Awaited<ReturnType<typeof countersReached>>;
 
-/** The tables, sequences and functions plantstore's migrations create: what a restore replaces. */
-function storeObjects(): string[] {
+const NOTHING_REACHED: Reached = { feed: 0n, ids: 0n, versions: 0n };
+
+/**
+ * Moves the restored store's counters past the replaced store's (see restorePostgres): the
+ * feed's sequence and horizon to `feed`, the plant id and version sequences to where the
+ * replaced ones were, where they are lower.
+ */
+function carry(feed: bigint, { ids, versions }: Reached): string {
+  const atLeast = (sequence: string, n: bigint) =>
+    n > 0n
+      ? `SELECT setval('${sequence}', greatest(${n},
+           coalesce(pg_sequence_last_value('${sequence}'::regclass), 0)));\n`
+      : '';
+  const feedSequence = "pg_get_serial_sequence('audit_log', 'seq')";
+  const positions =
+    feed > 0n
+      ? `SELECT setval(${feedSequence}, greatest(${feed},
+           coalesce(pg_sequence_last_value(${feedSequence}::regclass), 0),
+           (SELECT coalesce(max(seq), 0) FROM audit_log)));
+         UPDATE event_horizon SET position = greatest(position, ${feed});\n`
+      : '';
+  return positions + atLeast('plant_id_seq', ids) + atLeast('plant_versions', versions);
+}
+
+/** Drops plantstore's tables, sequences and functions where they exist: nothing else. */
+function dropStore(): string {
   const sql = loadMigrations('postgres')
     .map((migration) => migration.sql)
     .join('\n');
-  const named = (kind: string) =>
-    [
-      ...sql.matchAll(
-        new RegExp(`CREATE (?:OR REPLACE )?(?:UNLOGGED )?${kind} (?:IF NOT EXISTS )?(\\w+)`, 'gi'),
-      ),
-    ]
-      .map((match) => match[1]!)
-      .filter((name, i, all) => all.indexOf(name) === i);
-  return [
-    ...[...named('TABLE'), 'schema_migrations'].map((t) => `DROP TABLE IF EXISTS ${t} CASCADE;`),
-    ...named('SEQUENCE').map((s) => `DROP SEQUENCE IF EXISTS ${s} CASCADE;`),
-    ...named('FUNCTION').map((f) => `DROP FUNCTION IF EXISTS ${f} CASCADE;`),
+  const named = (kind: string) => [
+    ...new Set(
+      [
+        ...sql.matchAll(
+          new RegExp(
+            `CREATE (?:OR REPLACE )?(?:UNLOGGED )?${kind} (?:IF NOT EXISTS )?(\\w+)`,
+            'gi',
+          ),
+        ),
+      ].map((match) => match[1]!),
+    ),
   ];
-}
-
-/**
- * Applies the backup's schema `schema` through psql in one transaction: plantstore's objects
- * dropped, the backup's put in their place, the positions carried to `to`. A pg_restore that
- * fails part-way ends psql's input without the COMMIT, so nothing of it stays.
- */
-function apply(url: string, file: string, schema: string, to: bigint): Promise<void> {
-  const inSchema = `SET search_path = ${quoteIdent(schema)};\n`;
-  const prologue = `BEGIN;\nSET client_min_messages = warning;\n${inSchema}${storeObjects().join('\n')}\n`;
-  const epilogue = `${inSchema}${to > 0n ? carry(to) : ''}COMMIT;\n`;
-  return new Promise((resolve, reject) => {
-    const tool = toolConnection(url);
-    const psql = spawn('psql', ['--no-psqlrc', '--quiet', '-v', 'ON_ERROR_STOP=1', tool.url], {
-      stdio: ['pipe', 'ignore', 'pipe'],
-      env: tool.env,
-    });
-    const reader = spawn('pg_restore', [`--schema=${schema}`, '--no-owner', '--file=-', file], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const errors = { psql: '', pg_restore: '' };
-    psql.stderr.on('data', (chunk: Buffer) => (errors.psql += chunk.toString('utf8')));
-    reader.stderr.on('data', (chunk: Buffer) => (errors.pg_restore += chunk.toString('utf8')));
-    // psql stopped on an error closes its input: pg_restore's writes then fail, which its exit says.
-    psql.stdin.on('error', () => undefined);
-    let failure: BackupError | undefined;
-    psql.on('error', (error) => (failure ??= toolMissing('psql', error)));
-    reader.on('error', (error) => (failure ??= toolMissing('pg_restore', error)));
-    psql.stdin.write(prologue);
-    reader.stdout.pipe(psql.stdin, { end: false });
-    reader.on('close', (code) => {
-      if (code !== 0) failure ??= toolFailed('pg_restore', code, errors.pg_restore);
-      psql.stdin.end(failure === undefined ? epilogue : '');
-    });
-    psql.on('close', (code) => {
-      if (code !== 0) failure = toolFailed('psql', code, errors.psql);
-      if (failure === undefined) resolve();
-      else reject(failure);
-    });
-  });
+  // No CASCADE: an object of the user's that depends on the store (a view, a foreign key)
+  // stops the restore, named in its error, rather than going with it.
+  return [
+    `DROP TABLE IF EXISTS ${[...named('TABLE'), 'schema_migrations'].join(', ')};`,
+    `DROP SEQUENCE IF EXISTS ${named('SEQUENCE').join(', ')};`,
+    `DROP FUNCTION IF EXISTS ${named('FUNCTION').join(', ')};`,
+  ].join('\n');
 }
 
 /**
  * Replaces the store in the URL's schema with the backup `file` written by backupPostgres (or
- * `pg_dump --format=custom` of that schema), in one transaction. Refuses while a server is
- * connected to the database. The changes feed goes on after every position the replaced store
- * handed out, as restoreSqlite explains: its sequence and horizon are moved one past it, and a
- * backup older than the feed is migrated first.
+ * `pg_dump --format=custom` of that schema), in one transaction: a failure anywhere, or the
+ * command stopped, leaves the store as it was. Refuses while a server is connected to the
+ * database. The backup is migrated in the same transaction, and the store's counters go on
+ * from where the replaced store's reached, never back: the changes feed's positions one past
+ * the highest it handed out (as restoreSqlite explains), and the plant id and version
+ * sequences, so that no id or entity tag a client was given for a plant is given to another.
  */
-export async function restorePostgres(url: string, file: string, log: Log): Promise<RestoreReport> {
+export async function restorePostgres(url: string, file: string): Promise<RestoreReport> {
+  const tool = toolConnection(url);
+  const path = resolve(file);
   const { schema, reached } = await connected(url, async (client) => {
     const { schema, version } = await inspect(client);
     const { rows } = await client.query<{ n: number }>(
@@ -248,20 +219,24 @@ export async function restorePostgres(url: string, file: string, log: Log): Prom
           'stop the servers, then restore',
       );
     }
-    // A database with no store yet has handed out no position.
-    return { schema, reached: version === 0 ? 0n : await feedReached(client) };
+    // A database with no store yet has handed out nothing.
+    return { schema, reached: version === 0 ? NOTHING_REACHED : await countersReached(client) };
   });
-  const migrations = loadMigrations('postgres');
-  try {
-    assertNotNewer(await backupVersion(file, schema), migrations);
-  } catch (error) {
-    if (error instanceof BackupError) throw error;
-    throw new BackupError(`${file}: ${(error as Error).message}`);
-  }
-  const to = typeof reached === 'bigint' && reached > 0n ? reached + 1n : 0n;
-  await apply(url, file, schema, to);
-  const { version } = await migratePostgres(url, migrations, log);
-  if (to > 0n) await connected(url, (client) => client.query(carry(to)));
-  if (typeof reached === 'string') return { version, eventsNotCarried: reached };
-  return { version, ...(to > 0n && { eventsAfter: to }) };
+  const missing = await missingMigrations(path, schema);
+  const feed = typeof reached.feed === 'bigint' && reached.feed > 0n ? reached.feed + 1n : 0n;
+  const inSchema = `SET search_path = ${quoteIdent(schema)};\n`;
+  // A lock the drops wait for longer than this (a session idle in a transaction on a table of
+  // the store) fails the restore rather than hanging it.
+  const prologue = `BEGIN;\nSET client_min_messages = warning;\nSET LOCAL lock_timeout = '10s';\n${inSchema}${dropStore()}\n`;
+  const migrate = missing
+    .map(
+      (m) =>
+        `${m.sql}\n;INSERT INTO schema_migrations VALUES (${m.version}, '${m.name}', now());\n`,
+    )
+    .join('');
+  const epilogue = `${inSchema}${migrate}${carry(feed, reached)}COMMIT;\n`;
+  await restoreThroughPsql(tool, path, schema, prologue, epilogue);
+  const version = loadMigrations('postgres').at(-1)!.version;
+  if (typeof reached.feed === 'string') return { version, eventsNotCarried: reached.feed };
+  return { version, ...(feed > 0n && { eventsAfter: feed }) };
 }

@@ -46,24 +46,40 @@ export async function backupSqlite(source: string, destination: string): Promise
  * out before the restore, the newest too, is then below the horizon, a 410 that tells its
  * reader to read the plants again. A replaced database whose positions cannot be read (a
  * damaged one, the usual reason to restore) is restored over all the same, and the report
- * says its positions were not carried.
+ * says its positions were not carried. The plant id counter goes on likewise (idsReached).
  */
 export async function restoreSqlite(from: string, target: string): Promise<RestoreReport> {
   mustExist(from);
   let version = check(from, 'integrity_check');
-  let reached: bigint | string = 0n;
-  if (existsSync(target)) reached = releaseUnused(target, feedReached);
+  let reached: { feed: bigint | string; ids: bigint } = { feed: 0n, ids: 0n };
+  if (existsSync(target)) {
+    reached = releaseUnused(target, (db) => ({ feed: feedReached(db), ids: idsReached(db) }));
+  }
+  const feed = typeof reached.feed === 'bigint' && reached.feed > 0n ? reached.feed + 1n : 0n;
   const pages = await copyThenPublish(from, target, { readonly: true }, (partial) => {
-    if (typeof reached === 'bigint' && reached > 0n) {
-      version = carryPositions(partial, reached + 1n);
-    }
+    if (feed > 0n || reached.ids > 0n) version = carryCounters(partial, feed, reached.ids);
     // The old database's WAL must not outlive it: SQLite would replay it into the new file.
     // Looked at last, just before the copy takes the name: a server started on the target
     // meanwhile has made one.
     if (existsSync(`${target}-wal`)) throw inUse(target);
   });
-  if (typeof reached === 'string') return { pages, version, eventsNotCarried: reached };
-  return { pages, version, ...(reached > 0n && { eventsAfter: reached + 1n }) };
+  if (typeof reached.feed === 'string') return { pages, version, eventsNotCarried: reached.feed };
+  return { pages, version, ...(feed > 0n && { eventsAfter: feed }) };
+}
+
+/**
+ * The last plant id the database `db` handed out or skipped (0 for none, or when it cannot be
+ * read): the copy's counter goes on from there, so that no id a client was given for a plant
+ * is given to another.
+ */
+function idsReached(db: Database.Database): bigint {
+  try {
+    const last = db.prepare('SELECT last FROM plant_id_counter').pluck().get();
+    return typeof last === 'bigint' ? last : 0n;
+  } catch {
+    // A damaged or older database: the positions' report says what could not be read.
+    return 0n;
+  }
 }
 
 /**
@@ -100,19 +116,25 @@ function feedReached(db: Database.Database): bigint | string {
   return reached ?? failure ?? 0n;
 }
 
-/** Moves the copy's log on to `to` (see restoreSqlite); its schema version after. */
-function carryPositions(partial: string, to: bigint): number {
+/**
+ * Moves the copy's log on to `feed` and its plant id counter to `ids`, where they are lower
+ * (see restoreSqlite; 0: nothing to move); its schema version after.
+ */
+function carryCounters(partial: string, feed: bigint, ids: bigint): number {
   const db = new Database(partial, { fileMustExist: true });
   try {
     const { version } = migrateSqlite(db, loadMigrations('sqlite'));
     db.transaction(() => {
-      const counted = db
-        .prepare("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'audit_log'")
-        .run(to);
-      if (counted.changes === 0) {
-        db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('audit_log', ?)").run(to);
+      if (feed > 0n) {
+        const counted = db
+          .prepare("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'audit_log'")
+          .run(feed);
+        if (counted.changes === 0) {
+          db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('audit_log', ?)").run(feed);
+        }
+        db.prepare('UPDATE event_horizon SET position = max(position, ?)').run(feed);
       }
-      db.prepare('UPDATE event_horizon SET position = max(position, ?)').run(to);
+      db.prepare('UPDATE plant_id_counter SET last = max(last, ?)').run(ids);
     })();
     return version;
   } finally {

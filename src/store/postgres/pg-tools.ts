@@ -1,0 +1,113 @@
+// Running PostgreSQL's client tools (pg_dump, pg_restore, psql) for backup.ts: no shell, the
+// password kept off their command lines, their failures as BackupErrors in the user's words.
+
+import { spawn } from 'node:child_process';
+import { BackupError } from '../backup.js';
+
+/** How a tool connects: the URL for its command line, and its environment. */
+export interface ToolConnection {
+  url: string;
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * The URL for a tool's command line, and its environment: the password goes in PGPASSWORD,
+ * not in the arguments, which every user of the machine can read (ps); from the user part of
+ * the URL or its `password` parameter, both of which libpq and pg accept.
+ */
+export function toolConnection(url: string): ToolConnection {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new BackupError(
+      "PostgreSQL's tools need the database URL as postgres://user:password@host:port/database",
+    );
+  }
+  const password =
+    parsed.password === ''
+      ? parsed.searchParams.get('password')
+      : decodeURIComponent(parsed.password);
+  if (password === null) return { url, env: process.env };
+  parsed.password = '';
+  // The other parameters as written: searchParams would write them anew, a space as `+`,
+  // which libpq does not read as one (`options=-c search_path=...`).
+  parsed.search = parsed.search
+    .slice(1)
+    .split('&')
+    .filter((pair) => !pair.startsWith('password='))
+    .join('&');
+  return { url: parsed.toString(), env: { ...process.env, PGPASSWORD: password } };
+}
+
+export function toolMissing(command: string, error: NodeJS.ErrnoException): BackupError {
+  return new BackupError(
+    error.code === 'ENOENT'
+      ? `${command} was not found: install PostgreSQL's client tools (Debian: postgresql-client)`
+      : `${command} could not start: ${error.message}`,
+  );
+}
+
+export function toolFailed(command: string, code: number | null, stderr: string): BackupError {
+  const said = stderr.trim().split('\n').slice(-3).join(' ');
+  return new BackupError(`${command} failed (exit ${code ?? 'by a signal'}): ${said}`);
+}
+
+/** Runs `command` to its end; answers its standard output, or throws with its standard error. */
+export function runTool(command: string, args: string[], env = process.env): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
+    child.on('error', (error) => reject(toolMissing(command, error)));
+    child.on('close', (code) => {
+      if (code === 0) resolve(Buffer.concat(out).toString('utf8'));
+      else reject(toolFailed(command, code, Buffer.concat(err).toString('utf8')));
+    });
+  });
+}
+
+/**
+ * Runs `prologue`, the SQL pg_restore makes of the schema `schema` of `file`, then `epilogue`
+ * through psql, which stops at the first error. The prologue opens a transaction and the
+ * epilogue commits it; a pg_restore that fails part-way ends psql's input without the
+ * epilogue, so that nothing of it stays.
+ */
+export function restoreThroughPsql(
+  tool: ToolConnection,
+  file: string,
+  schema: string,
+  prologue: string,
+  epilogue: string,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const psql = spawn('psql', ['--no-psqlrc', '--quiet', '-v', 'ON_ERROR_STOP=1', tool.url], {
+      stdio: ['pipe', 'ignore', 'pipe'],
+      env: tool.env,
+    });
+    const reader = spawn('pg_restore', [`--schema=${schema}`, '--no-owner', '--file=-', file], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const errors = { psql: '', pg_restore: '' };
+    psql.stderr.on('data', (chunk: Buffer) => (errors.psql += chunk.toString('utf8')));
+    reader.stderr.on('data', (chunk: Buffer) => (errors.pg_restore += chunk.toString('utf8')));
+    // psql stopped on an error closes its input: pg_restore's writes then fail, which its exit says.
+    psql.stdin.on('error', () => undefined);
+    let failure: BackupError | undefined;
+    psql.on('error', (error) => (failure ??= toolMissing('psql', error)));
+    reader.on('error', (error) => (failure ??= toolMissing('pg_restore', error)));
+    psql.stdin.write(prologue);
+    reader.stdout.pipe(psql.stdin, { end: false });
+    reader.on('close', (code) => {
+      if (code !== 0) failure ??= toolFailed('pg_restore', code, errors.pg_restore);
+      psql.stdin.end(failure === undefined ? epilogue : '');
+    });
+    psql.on('close', (code) => {
+      if (code !== 0) failure = toolFailed('psql', code, errors.psql);
+      if (failure === undefined) resolve();
+      else reject(failure);
+    });
+  });
+}
