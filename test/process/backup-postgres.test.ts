@@ -173,3 +173,53 @@ test(
     }
   },
 );
+
+test(
+  'PostgreSQL: a restore replaces a plantstore store or nothing, and ends when psql stops',
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const [url, appUrl] = [await freshOwnDatabase(t), await freshOwnDatabase(t)];
+    // A backup larger than a pipe holds: psql stopping early leaves pg_restore blocked.
+    assert.equal((await runCli(['token', 'create', '--database-url', url])).code, 0);
+    await adminRun(
+      url,
+      `INSERT INTO plants (id, name) SELECT n, repeat('x', 100) || n FROM generate_series(1, 5000) n`,
+    );
+    const backup = join(makeTempDir(t), 'big.dump');
+    assert.equal((await runCli(['backup', backup, '--database-url', url])).code, 0);
+    await adminRun(url, 'CREATE VIEW plant_names AS SELECT name FROM plants');
+    const stopped = await runCli(['restore', backup, '--database-url', url]);
+    assert.equal(stopped.code, 1);
+    assert.match(stopped.stderr, /view plant_names depends on table plants/);
+
+    // Another application's tables by plantstore's names, with no store: left alone.
+    await adminRun(
+      appUrl,
+      `CREATE TABLE tokens (id int, secret text); INSERT INTO tokens VALUES (1, 'theirs')`,
+    );
+    const theirs = await runCli(['restore', backup, '--database-url', appUrl]);
+    assert.equal(theirs.code, 1);
+    assert.match(
+      theirs.stderr,
+      /^plantstore: the schema public holds tables named like plantstore's \(tokens\) but no plantstore store\n$/,
+    );
+    // Another tool's schema_migrations beside them: the same.
+    await adminRun(
+      appUrl,
+      `CREATE TABLE schema_migrations (version bigint, dirty boolean);
+       INSERT INTO schema_migrations VALUES (20240101120000, false)`,
+    );
+    const migrated = await runCli(['restore', backup, '--database-url', appUrl]);
+    assert.equal(migrated.code, 1);
+    assert.match(migrated.stderr, /the schema public holds another tool's schema_migrations/);
+    const client = new pg.Client({ connectionString: appUrl });
+    await client.connect();
+    try {
+      assert.deepEqual((await client.query('SELECT secret FROM tokens')).rows, [
+        { secret: 'theirs' },
+      ]);
+    } finally {
+      await client.end();
+    }
+  },
+);

@@ -15,18 +15,65 @@ const SERVING = 'plantstore';
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
-/** The schema the URL's connections work in, and the store's schema version there (0: none). */
+/**
+ * The versions in schema_migrations rows, each checked against this plantstore's migrations by
+ * version and name: another tool's table by that name, or a newer plantstore's, is refused.
+ */
+function appliedMigrations(rows: { version: string; name: string }[], where: string): Set<number> {
+  const migrations = loadMigrations('postgres');
+  const applied = new Set<number>();
+  for (const { version, name } of rows) {
+    const known = migrations.find((m) => String(m.version) === version);
+    if (known === undefined && /^\d{1,4}$/.test(version))
+      throw new BackupError(
+        `${where} holds a store at schema version ${version}, newer than this plantstore knows; upgrade plantstore`,
+      );
+    if (known?.name !== name)
+      throw new BackupError(
+        `${where} holds another tool's schema_migrations, not a plantstore store`,
+      );
+    applied.add(known.version);
+  }
+  return applied;
+}
+
+/**
+ * The schema the URL's connections work in and the store's schema version there: 0 for none,
+ * where no table is named like one of plantstore's either (an empty schema, or one of other
+ * applications' tables alone). Anything else, a store or not, is refused rather than replaced.
+ */
 async function inspect(client: pg.Client): Promise<{ schema: string; version: number }> {
-  const { rows } = await client.query<{ schema: string | null; migrated: boolean }>(
-    "SELECT current_schema() AS schema, to_regclass('schema_migrations') IS NOT NULL AS migrated",
+  const { rows } = await client.query<{ schema: string | null }>(
+    'SELECT current_schema() AS schema',
   );
   const schema = rows[0]?.schema;
   if (schema == null) throw new BackupError('the connection has no schema to work in');
-  if (!rows[0]!.migrated) return { schema, version: 0 };
-  const version = await client.query<{ v: number }>(
-    'SELECT coalesce(max(version), 0)::int AS v FROM schema_migrations',
+  const tables = await client.query<{ name: string }>(
+    'SELECT tablename AS name FROM pg_tables WHERE schemaname = $1',
+    [schema],
   );
-  return { schema, version: version.rows[0]!.v };
+  const present = new Set(tables.rows.map((row) => row.name));
+  const where = `the schema ${schema}`;
+  if (!present.has('schema_migrations')) {
+    const ours = storeTables().filter((name) => present.has(name));
+    if (ours.length > 0)
+      throw new BackupError(
+        `${where} holds tables named like plantstore's (${ours.join(', ')}) but no plantstore store`,
+      );
+    return { schema, version: 0 };
+  }
+  let migrated: { version: string; name: string }[];
+  try {
+    const read = await client.query<{ version: string; name: string }>(
+      'SELECT version::text AS version, name::text AS name FROM schema_migrations',
+    );
+    migrated = read.rows;
+  } catch {
+    throw new BackupError(
+      `${where} holds another tool's schema_migrations, not a plantstore store`,
+    );
+  }
+  return { schema, version: Math.max(0, ...appliedMigrations(migrated, where)) };
 }
 
 async function connected<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -87,22 +134,18 @@ async function missingMigrations(file: string, schema: string): Promise<Migratio
     '--file=-',
     file,
   ]);
-  const copy = /^COPY \S+ \(version, name, applied_at\) FROM stdin;\n([\s\S]*?)^\\\.$/m.exec(data);
+  const copy = /^COPY .+ \(version, name, applied_at\) FROM stdin;\n([\s\S]*?)^\\\.$/m.exec(data);
   if (copy === null)
     throw new BackupError(`${file} holds no plantstore store in the schema ${schema}`);
+  const rows = copy[1]!
+    .split('\n')
+    .filter((row) => row !== '')
+    .map((row) => {
+      const [version = '', name = ''] = row.split('\t');
+      return { version, name };
+    });
+  const applied = appliedMigrations(rows, file);
   const migrations = loadMigrations('postgres');
-  const applied = new Set<number>();
-  for (const line of copy[1]!.split('\n').filter((row) => row !== '')) {
-    const [version, name] = line.split('\t');
-    const known = migrations.find((m) => m.version === Number(version));
-    if (known === undefined)
-      throw new BackupError(
-        `${file} holds a store at schema version ${version}, newer than this plantstore knows; upgrade plantstore`,
-      );
-    if (known.name !== name)
-      throw new BackupError(`${file} is not a plantstore backup (migration ${version} is ${name})`);
-    applied.add(known.version);
-  }
   return migrations.filter((m) => !applied.has(m.version));
 }
 
@@ -132,7 +175,7 @@ async function countersReached(client: pg.Client) {
   const positions = feed.filter((n): n is bigint => typeof n === 'bigint');
   const highest = (values: bigint[]) => values.reduce((a, b) => (b > a ? b : a), 0n);
   const counter = async (sequence: string) => {
-    const n = await read(`SELECT pg_sequence_last_value('${sequence}'::regclass) AS n`);
+    const n = await read(`SELECT ${lastGiven(sequence)} AS n`);
     return typeof n === 'bigint' ? n : 0n;
   };
   return {
@@ -147,50 +190,59 @@ type Reached = Awaited<ReturnType<typeof countersReached>>;
 const NOTHING_REACHED: Reached = { feed: 0n, ids: 0n, versions: 0n };
 
 /**
+ * The last value the sequence handed out (0 for none), read from the sequence itself:
+ * pg_sequence_last_value is NULL until the first draw, also after a setval that left the
+ * next draw at a value above 1 (as migration 0004 does).
+ */
+const lastGiven = (sequence: string) =>
+  `(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ${sequence})`;
+
+/**
  * Moves the restored store's counters past the replaced store's (see restorePostgres): the
  * feed's sequence and horizon to `feed`, the plant id and version sequences to where the
  * replaced ones were, where they are lower.
  */
 function carry(feed: bigint, { ids, versions }: Reached): string {
   const atLeast = (sequence: string, n: bigint) =>
-    n > 0n
-      ? `SELECT setval('${sequence}', greatest(${n},
-           coalesce(pg_sequence_last_value('${sequence}'::regclass), 0)));\n`
-      : '';
-  const feedSequence = "pg_get_serial_sequence('audit_log', 'seq')";
+    n > 0n ? `SELECT setval('${sequence}', greatest(${n}, ${lastGiven(sequence)}));\n` : '';
+  // The identity sequence of audit_log, by the name the backup gave it.
   const positions =
     feed > 0n
-      ? `SELECT setval(${feedSequence}, greatest(${feed},
-           coalesce(pg_sequence_last_value(${feedSequence}::regclass), 0),
-           (SELECT coalesce(max(seq), 0) FROM audit_log)));
+      ? `DO $carry$ DECLARE
+           feed regclass := pg_get_serial_sequence('audit_log', 'seq')::regclass;
+           given bigint;
+         BEGIN
+           EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', feed)
+             INTO given;
+           PERFORM setval(feed, greatest(${feed}, given, (SELECT coalesce(max(seq), 0) FROM audit_log)));
+         END $carry$;
          UPDATE event_horizon SET position = greatest(position, ${feed});\n`
       : '';
   return positions + atLeast('plant_id_seq', ids) + atLeast('plant_versions', versions);
 }
 
-/** Drops plantstore's tables, sequences and functions where they exist: nothing else. */
-function dropStore(): string {
+/** The names of the objects of `kind` (TABLE, SEQUENCE, FUNCTION) plantstore's migrations create. */
+function storeObjects(kind: string): string[] {
   const sql = loadMigrations('postgres')
     .map((migration) => migration.sql)
     .join('\n');
-  const named = (kind: string) => [
-    ...new Set(
-      [
-        ...sql.matchAll(
-          new RegExp(
-            `CREATE (?:OR REPLACE )?(?:UNLOGGED )?${kind} (?:IF NOT EXISTS )?(\\w+)`,
-            'gi',
-          ),
-        ),
-      ].map((match) => match[1]!),
-    ),
-  ];
+  const created = new RegExp(
+    `CREATE (?:OR REPLACE )?(?:UNLOGGED )?${kind} (?:IF NOT EXISTS )?(\\w+)`,
+    'gi',
+  );
+  return [...new Set([...sql.matchAll(created)].map((match) => match[1]!))];
+}
+
+const storeTables = () => [...storeObjects('TABLE'), 'schema_migrations'];
+
+/** Drops plantstore's tables, sequences and functions where they exist: nothing else. */
+function dropStore(): string {
   // No CASCADE: an object of the user's that depends on the store (a view, a foreign key)
   // stops the restore, named in its error, rather than going with it.
   return [
-    `DROP TABLE IF EXISTS ${[...named('TABLE'), 'schema_migrations'].join(', ')};`,
-    `DROP SEQUENCE IF EXISTS ${named('SEQUENCE').join(', ')};`,
-    `DROP FUNCTION IF EXISTS ${named('FUNCTION').join(', ')};`,
+    `DROP TABLE IF EXISTS ${storeTables().join(', ')};`,
+    `DROP SEQUENCE IF EXISTS ${storeObjects('SEQUENCE').join(', ')};`,
+    `DROP FUNCTION IF EXISTS ${storeObjects('FUNCTION').join(', ')};`,
   ].join('\n');
 }
 

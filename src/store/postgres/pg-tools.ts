@@ -16,27 +16,34 @@ export interface ToolConnection {
  * the URL or its `password` parameter, both of which libpq and pg accept.
  */
 export function toolConnection(url: string): ToolConnection {
-  let parsed: URL;
   try {
-    parsed = new URL(url);
+    return withoutPassword(new URL(url));
   } catch {
+    // Not a URL, or one with a malformed %-escape.
     throw new BackupError(
       "PostgreSQL's tools need the database URL as postgres://user:password@host:port/database",
     );
   }
-  const password =
-    parsed.password === ''
-      ? parsed.searchParams.get('password')
-      : decodeURIComponent(parsed.password);
-  if (password === null) return { url, env: process.env };
-  parsed.password = '';
-  // The other parameters as written: searchParams would write them anew, a space as `+`,
-  // which libpq does not read as one (`options=-c search_path=...`).
-  parsed.search = parsed.search
+}
+
+function withoutPassword(parsed: URL): ToolConnection {
+  // The parameters as written: searchParams would write them anew, a space as `+`, which
+  // libpq does not read as one (`options=-c search_path=...`).
+  const pairs = parsed.search
     .slice(1)
     .split('&')
-    .filter((pair) => !pair.startsWith('password='))
-    .join('&');
+    .filter((pair) => pair !== '');
+  const isPassword = (pair: string) => decodeURIComponent(pair.split('=')[0]!) === 'password';
+  const given = pairs.find(isPassword);
+  const password =
+    parsed.password !== ''
+      ? decodeURIComponent(parsed.password)
+      : given === undefined
+        ? null
+        : decodeURIComponent(given.slice(given.indexOf('=') + 1));
+  if (password === null) return { url: parsed.toString(), env: process.env };
+  parsed.password = '';
+  parsed.search = pairs.filter((pair) => !isPassword(pair)).join('&');
   return { url: parsed.toString(), env: { ...process.env, PGPASSWORD: password } };
 }
 
@@ -49,8 +56,15 @@ export function toolMissing(command: string, error: NodeJS.ErrnoException): Back
 }
 
 export function toolFailed(command: string, code: number | null, stderr: string): BackupError {
-  const said = stderr.trim().split('\n').slice(-3).join(' ');
-  return new BackupError(`${command} failed (exit ${code ?? 'by a signal'}): ${said}`);
+  // PostgreSQL's hints suggest what plantstore must not do (DROP ... CASCADE): left out.
+  const said = stderr
+    .trim()
+    .split('\n')
+    .filter((line) => !line.startsWith('HINT:'))
+    .slice(-3)
+    .join(' ');
+  const how = code === null ? 'ended by a signal' : `failed (exit ${code})`;
+  return new BackupError(`${command} ${how}${said === '' ? '' : `: ${said}`}`);
 }
 
 /** Runs `command` to its end; answers its standard output, or throws with its standard error. */
@@ -105,6 +119,9 @@ export function restoreThroughPsql(
       psql.stdin.end(failure === undefined ? epilogue : '');
     });
     psql.on('close', (code) => {
+      // psql stopped on an error reads no more: pg_restore, blocked on a full pipe, would
+      // wait for ever, and this process with it.
+      if (reader.exitCode === null) reader.kill();
       if (code !== 0) failure = toolFailed('psql', code, errors.psql);
       if (failure === undefined) resolve();
       else reject(failure);
