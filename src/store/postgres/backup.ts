@@ -8,10 +8,9 @@ import { basename, dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { BackupError, type BackupReport, type RestoreReport } from '../backup.js';
 import { loadMigrations, type Migration } from '../migrations.js';
+import { recordMigration } from './migrate.js';
+import { SERVING_APPLICATION } from './open.js';
 import { restoreThroughPsql, runTool, toolConnection } from './pg-tools.js';
-
-/** The application_name of a serving store's connections (open.ts). */
-const SERVING = 'plantstore';
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
@@ -263,7 +262,7 @@ export async function restorePostgres(url: string, file: string): Promise<Restor
     const { rows } = await client.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_stat_activity
        WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()`,
-      [SERVING],
+      [SERVING_APPLICATION],
     );
     if (rows[0]!.n > 0) {
       throw new BackupError(
@@ -280,12 +279,8 @@ export async function restorePostgres(url: string, file: string): Promise<Restor
   // A lock the drops wait for longer than this (a session idle in a transaction on a table of
   // the store) fails the restore rather than hanging it.
   const prologue = `BEGIN;\nSET client_min_messages = warning;\nSET LOCAL lock_timeout = '10s';\n${inSchema}${dropStore()}\n`;
-  const migrate = missing
-    .map(
-      (m) =>
-        `${m.sql}\n;INSERT INTO schema_migrations VALUES (${m.version}, '${m.name}', now());\n`,
-    )
-    .join('');
+  // The migration's own text may end in a comment: the next statement on a line of its own.
+  const migrate = missing.map((m) => `${m.sql}\n;${recordMigration(m)};\n`).join('');
   const epilogue = `${inSchema}${migrate}${carry(feed, reached)}COMMIT;\n`;
   await restoreThroughPsql(tool, path, schema, prologue, epilogue);
   const version = loadMigrations('postgres').at(-1)!.version;

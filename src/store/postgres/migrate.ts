@@ -115,15 +115,20 @@ async function migrateLocked(
   return { from, version: await version(), applied };
 }
 
+/**
+ * The statement that records `migration` as applied; also run by a restore, in its own
+ * transaction (backup.ts). Literal values: a version is a number and a name matches
+ * [a-z0-9_]+ (migrations.ts reads no other file).
+ */
+export const recordMigration = (migration: Migration) =>
+  `INSERT INTO schema_migrations VALUES (${migration.version}, '${migration.name}', now())`;
+
 /** Applies one migration and records it, in one transaction. */
 async function apply(client: pg.Client, migration: Migration, log: Log): Promise<void> {
   await client.query('BEGIN');
   try {
     await client.query(migration.sql);
-    await client.query('INSERT INTO schema_migrations VALUES ($1, $2, now())', [
-      migration.version,
-      migration.name,
-    ]);
+    await client.query(recordMigration(migration));
     await client.query('COMMIT');
   } catch (error) {
     // The migration's own error is the one to throw; a failed ROLLBACK (the connection is

@@ -20,6 +20,9 @@ import { postgresWebhookQueue } from './webhook-queue.js';
 import { postgresWebhookEvents } from './webhook-events.js';
 import { postgresWebhooks, WEBHOOK_CHANNEL } from './webhooks.js';
 
+/** The application_name of a serving store's connections: restore looks for them. */
+export const SERVING_APPLICATION = 'plantstore';
+
 export interface PostgresOptions {
   /** A `postgres://` or `postgresql://` connection URL. */
   url: string;
@@ -142,7 +145,7 @@ function createPool(url: string, durability: Durability, poolSize: number, log: 
     // noticed by this client-side timeout, not by TCP minutes later.
     query_timeout: STATEMENT_TIMEOUT_MS + 1_000,
     keepAlive: true,
-    application_name: 'plantstore',
+    application_name: SERVING_APPLICATION,
     types,
   });
   // An idle connection that breaks is dropped by the pool; the next query opens a new
