@@ -1,21 +1,16 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { chromium } from 'playwright-core';
+import { launchChromium, skipWithoutChromium } from '../helpers/chromium.js';
 import { cli, type LogLine, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // CORS as a browser enforces it: a page on one origin calls `plantstore serve
 // --cors-origins <that origin>` on another; a page on an origin not listed cannot.
 
-const CHROMIUM = '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `SKIPPED: ${CHROMIUM} is missing (apt-get install chromium); CORS is not checked in a browser`;
-if (skip) console.warn(`\n*** cors-browser.test.ts ${skip} ***\n`);
+const skip = skipWithoutChromium('CORS is not checked in a browser');
 
 // The page's own script, as plain JavaScript: functions passed to page.evaluate() would be
 // transpiled by tsx, with helpers the page does not have.
@@ -101,16 +96,12 @@ interface Page {
 }
 
 test('pages on the allowed origin use the API; pages on others cannot', { skip }, async (t) => {
+  const browser = await launchChromium(t);
   const allowed = await pageOrigin(t);
   const other = await pageOrigin(t);
   const db = join(makeTempDir(t), 'cors.db');
   const token = (await cli(['token', 'create', '--db', db])).stdout.trim();
   const api = await startServer(t, ['--db', db, '--cors-origins', allowed]);
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  });
-  t.after(() => browser.close());
 
   const page = await browser.newPage();
   await page.goto(`${allowed}/`);

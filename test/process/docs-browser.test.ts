@@ -1,31 +1,24 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { buildOpenApiDocument } from '../../src/api/openapi.js';
 import { operations } from '../../src/api/operations.js';
+import { launchChromium, skipWithoutChromium } from '../helpers/chromium.js';
 import { setup } from '../helpers/setup.js';
 import { ROOT } from '../helpers/server-process.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `SKIPPED: ${CHROMIUM} is missing (apt-get install chromium); /docs is not checked in a browser`;
-if (skip) console.warn(`\n*** docs-browser.test.ts ${skip} ***\n`);
+const skip = skipWithoutChromium('/docs is not checked in a browser');
 
 /** Screenshots a person can look at after the run (ignored by git). */
 const ARTIFACTS = join(ROOT, '.tmp', 'artifacts');
 
 /** /docs of a fresh app in Chromium; any request leaving the server is refused and recorded. */
 async function openDocs(t: TestContext) {
+  const browser = await launchChromium(t);
   const served = await setup(t);
   const base = await served.app.listen({ host: '127.0.0.1', port: 0 });
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  });
-  t.after(() => browser.close());
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   const elsewhere: string[] = [];
   await page.route('**/*', (route) => {
@@ -44,13 +37,9 @@ async function openDocs(t: TestContext) {
 test('/docs leaves the browser console clean: no /favicon.ico refused', { skip }, async (t) => {
   // Without the request routing of openDocs: Chromium asks for no favicon while a page's
   // requests are routed, and a reader's browser asks for one on every load.
+  const browser = await launchChromium(t);
   const served = await setup(t);
   const base = await served.app.listen({ host: '127.0.0.1', port: 0 });
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  });
-  t.after(() => browser.close());
   const page = await browser.newPage();
   const said: string[] = [];
   page.on('console', (message) => {

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { chromium } from 'playwright-core';
+import { launchChromium, skipWithoutChromium } from '../helpers/chromium.js';
 import { cli, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
@@ -12,11 +11,7 @@ import { makeTempDir } from '../helpers/setup.js';
 // cannot send Authorization, so the page reads the stream with fetch, as docs/events.md
 // shows, from an origin allowed with --cors-origins; the token never goes in a URL.
 
-const CHROMIUM = '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `SKIPPED: ${CHROMIUM} is missing (apt-get install chromium); the feed is not checked in a browser`;
-if (skip) console.warn(`\n*** events-browser.test.ts ${skip} ***\n`);
+const skip = skipWithoutChromium('the feed is not checked in a browser');
 
 // The page's own script, as plain JavaScript (page.evaluate would get tsx's transpiled
 // helpers): it follows the stream and resolves with the first event of a plant named `name`,
@@ -78,6 +73,7 @@ test(
   'a page receives a plant created elsewhere, live, through fetch streaming',
   { skip },
   async (t) => {
+    const browser = await launchChromium(t);
     const origin = await pageOrigin(t);
     const db = join(makeTempDir(t), 'live.db');
     const reader = (
@@ -85,11 +81,6 @@ test(
     ).stdout.trim();
     const writer = (await cli(['token', 'create', '--db', db])).stdout.trim();
     const api = await startServer(t, ['--db', db, '--cors-origins', origin]);
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
-    t.after(() => browser.close());
     const page = await browser.newPage();
     await page.goto(`${origin}/`);
 
