@@ -69,6 +69,14 @@ function feedNote(after: bigint | undefined, notCarried: string | undefined): st
   );
 }
 
+function idsNote(notCarried: string | undefined): string {
+  if (notCarried === undefined) return '';
+  return (
+    `\nplantstore: the replaced database's plant ids could not be read (${notCarried}), so ` +
+    'ids it handed out or saw clients choose after the backup may be given to new plants'
+  );
+}
+
 export function backupCommands(): Command[] {
   const backup = new Command('backup')
     .description(
@@ -107,10 +115,10 @@ export function backupCommands(): Command[] {
           return { ...(await restoreSqlite(file, target)), target };
         },
         (report) => {
-          const { target, eventsAfter, eventsNotCarried } = report;
+          const { target, eventsAfter, eventsNotCarried, idsNotCarried } = report;
           const name =
             databaseUrl !== undefined || target === db ? target : `${db} (a link to ${target})`;
-          return `restored ${name} from ${file} ${copied(report)}${feedNote(eventsAfter, eventsNotCarried)}`;
+          return `restored ${name} from ${file} ${copied(report)}${feedNote(eventsAfter, eventsNotCarried)}${idsNote(idsNotCarried)}`;
         },
       ),
     );

@@ -16,4 +16,9 @@ export interface RestoreReport extends BackupReport {
   eventsAfter?: bigint;
   /** Why the replaced database's positions could not be carried over, if they could not. */
   eventsNotCarried?: string;
+  /**
+   * Why the plant ids the replaced database handed out or saw clients take could not be read,
+   * if they could not: the restored store may give one of them to a new plant.
+   */
+  idsNotCarried?: string;
 }

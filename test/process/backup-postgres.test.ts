@@ -7,6 +7,7 @@ import pg from 'pg';
 import { silentLog } from '../../src/core/log.js';
 import { loadMigrations } from '../../src/store/migrations.js';
 import { openStore } from '../../src/store/open.js';
+import type { Store } from '../../src/store/store.js';
 import { backupPostgres, restorePostgres } from '../../src/store/postgres/backup.js';
 import { migratePostgres } from '../../src/store/postgres/migrate.js';
 import { adminRun, freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
@@ -221,5 +222,36 @@ test(
     } finally {
       await client.end();
     }
+  },
+);
+
+test(
+  'PostgreSQL: a restore gives no new plant an id that clients chose after the backup',
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const url = await freshOwnDatabase(t);
+    const backup = join(makeTempDir(t), 'ids.dump');
+    const withStore = async <T>(work: (store: Store) => Promise<T>) => {
+      const store = await openStore({ db: '', databaseUrl: url });
+      try {
+        return await work(store);
+      } finally {
+        await store.close();
+      }
+    };
+    await withStore(async (store) => {
+      assert.equal((await store.plants.insert({ name: 'a' })).id, 1n);
+      await backupPostgres(url, backup);
+      // Chosen just above the counter and far above it; one deleted again: a plant once had it.
+      for (const id of [3n, 4n, 6n, 40n]) await store.plants.insert({ id, name: `chosen ${id}` });
+      assert.equal(await store.plants.delete(4n), true);
+    });
+    await restorePostgres(url, backup);
+    const given = await withStore(async (store) => {
+      const ids: bigint[] = [];
+      for (let i = 0; i < 6; i++) ids.push((await store.plants.insert({ name: `new ${i}` })).id);
+      return ids;
+    });
+    assert.deepEqual(given, [2n, 5n, 7n, 8n, 9n, 10n]);
   },
 );

@@ -292,11 +292,50 @@ test('a restore moves the changes feed on: a cursor from before it is 410, none 
     new RegExp(`; the changes feed goes on after position ${next[0]! + 1n}: `),
     'the AUTOINCREMENT counter still reads',
   );
-  damage(['sqlite_sequence', 'audit_log', 'event_horizon']);
+  damage(['sqlite_sequence', 'audit_log', 'event_horizon', 'plant_id_runs']);
   const over = await plantstore(['restore', backup, '--db', db]);
   assert.equal(over.code, 0, over.stderr);
   assert.match(
     over.stderr,
     /\nplantstore: the replaced database could not be read \(.+\), so the changes feed's positions start again from the backup's: readers of GET \/events must read the plants again/,
   );
+  assert.match(
+    over.stderr,
+    /\nplantstore: the replaced database's plant ids could not be read \(.+\), so ids it handed out or saw clients choose after the backup may be given to new plants\n$/,
+  );
+});
+
+test('a restore gives no new plant an id that clients chose after the backup', async (t) => {
+  const dir = makeTempDir(t);
+  // A path SQLite's URIs would misread unescaped: the restore attaches the replaced file.
+  const db = join(dir, 'plant?store#1%.db');
+  const made = await plantstore(['token', 'create', '--db', db]);
+  assert.equal(made.code, 0, made.stderr);
+  const { call, create } = feedCalls(made.stdout.trim());
+  const before = await startServer(t, ['--db', db]);
+  assert.equal((await create(before, 'a')).id, 1n);
+  const backup = join(dir, 'backup.db');
+  assert.equal((await plantstore(['backup', backup, '--db', db])).code, 0);
+  // After the backup, clients choose ids just above the counter and far above it; one such
+  // plant is deleted again: a plant once had its id all the same.
+  for (const id of [3, 4, 6, 40]) {
+    const res = await call(before, '/plants', {
+      method: 'POST',
+      body: JSON.stringify({ id, name: `chosen ${id}` }),
+    });
+    assert.equal(res.status, 201, await res.text());
+  }
+  assert.equal((await call(before, '/plants/4', { method: 'DELETE' })).status, 204);
+  before.child.kill('SIGTERM');
+  assert.equal((await before.exited).code, 0);
+
+  const restored = await plantstore(['restore', backup, '--db', db]);
+  assert.equal(restored.code, 0, restored.stderr);
+  assert.doesNotMatch(restored.stderr, /could not be read/);
+  const after = await startServer(t, ['--db', db]);
+  const given: bigint[] = [];
+  for (let i = 0; i < 6; i++) given.push((await create(after, `new ${i}`)).id);
+  assert.deepEqual(given, [2n, 5n, 7n, 8n, 9n, 10n]);
+  after.child.kill('SIGTERM');
+  assert.equal((await after.exited).code, 0);
 });

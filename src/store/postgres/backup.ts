@@ -11,6 +11,13 @@ import { loadMigrations, type Migration } from '../migrations.js';
 import { recordMigration } from './migrate.js';
 import { SERVING_APPLICATION } from './open.js';
 import { restoreThroughPsql, runTool, toolConnection } from './pg-tools.js';
+import {
+  carry,
+  countersReached,
+  keepTakenIds,
+  NOTHING_REACHED,
+  takeKeptIds,
+} from './restore-carry.js';
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
@@ -148,78 +155,6 @@ async function missingMigrations(file: string, schema: string): Promise<Migratio
   return migrations.filter((m) => !applied.has(m.version));
 }
 
-/**
- * How far the replaced store's counters went, each 0 when it has none: the changes feed's
- * positions (the audit log's sequence, its highest entry, the horizon: the highest that reads),
- * plant ids and plant versions. `feed` is why it cannot be read, if none of its records reads.
- */
-async function countersReached(client: pg.Client) {
-  const read = async (sql: string) => {
-    try {
-      const { rows } = await client.query<{ n: string | null }>(sql);
-      return BigInt(rows[0]?.n ?? 0);
-    } catch (error) {
-      return (error as Error).message;
-    }
-  };
-  // One at a time: one connection runs one query at a time.
-  const feed: (bigint | string)[] = [];
-  for (const sql of [
-    "SELECT pg_sequence_last_value(pg_get_serial_sequence('audit_log', 'seq')::regclass) AS n",
-    'SELECT max(seq) AS n FROM audit_log',
-    'SELECT position AS n FROM event_horizon',
-  ]) {
-    feed.push(await read(sql));
-  }
-  const positions = feed.filter((n): n is bigint => typeof n === 'bigint');
-  const highest = (values: bigint[]) => values.reduce((a, b) => (b > a ? b : a), 0n);
-  const counter = async (sequence: string) => {
-    const n = await read(`SELECT ${lastGiven(sequence)} AS n`);
-    return typeof n === 'bigint' ? n : 0n;
-  };
-  return {
-    feed: positions.length > 0 ? highest(positions) : (feed[0] as string),
-    ids: await counter('plant_id_seq'),
-    versions: await counter('plant_versions'),
-  };
-}
-
-type Reached = Awaited<ReturnType<typeof countersReached>>;
-
-const NOTHING_REACHED: Reached = { feed: 0n, ids: 0n, versions: 0n };
-
-/**
- * The last value the sequence handed out (0 for none), read from the sequence itself:
- * pg_sequence_last_value is NULL until the first draw, also after a setval that left the
- * next draw at a value above 1 (as migration 0004 does).
- */
-const lastGiven = (sequence: string) =>
-  `(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ${sequence})`;
-
-/**
- * Moves the restored store's counters past the replaced store's (see restorePostgres): the
- * feed's sequence and horizon to `feed`, the plant id and version sequences to where the
- * replaced ones were, where they are lower.
- */
-function carry(feed: bigint, { ids, versions }: Reached): string {
-  const atLeast = (sequence: string, n: bigint) =>
-    n > 0n ? `SELECT setval('${sequence}', greatest(${n}, ${lastGiven(sequence)}));\n` : '';
-  // The identity sequence of audit_log, by the name the backup gave it.
-  const positions =
-    feed > 0n
-      ? `DO $carry$ DECLARE
-           feed regclass := pg_get_serial_sequence('audit_log', 'seq')::regclass;
-           given bigint;
-         BEGIN
-           EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', feed)
-             INTO given;
-           PERFORM setval(feed, greatest(${feed}, given, (SELECT coalesce(max(seq), 0) FROM audit_log)));
-         END $carry$;
-         UPDATE event_horizon SET position = greatest(position, ${feed});\n`
-      : '';
-  return positions + atLeast('plant_id_seq', ids) + atLeast('plant_versions', versions);
-}
-
 /** The names of the objects of `kind` (TABLE, SEQUENCE, FUNCTION) plantstore's migrations create. */
 function storeObjects(kind: string): string[] {
   const sql = loadMigrations('postgres')
@@ -278,10 +213,10 @@ export async function restorePostgres(url: string, file: string): Promise<Restor
   const inSchema = `SET search_path = ${quoteIdent(schema)};\n`;
   // A lock the drops wait for longer than this (a session idle in a transaction on a table of
   // the store) fails the restore rather than hanging it.
-  const prologue = `BEGIN;\nSET client_min_messages = warning;\nSET LOCAL lock_timeout = '10s';\n${inSchema}${dropStore()}\n`;
+  const prologue = `BEGIN;\nSET client_min_messages = warning;\nSET LOCAL lock_timeout = '10s';\n${inSchema}${keepTakenIds}${dropStore()}\n`;
   // The migration's own text may end in a comment: the next statement on a line of its own.
   const migrate = missing.map((m) => `${m.sql}\n;${recordMigration(m)};\n`).join('');
-  const epilogue = `${inSchema}${migrate}${carry(feed, reached)}COMMIT;\n`;
+  const epilogue = `${inSchema}${migrate}${carry(feed, reached)}${takeKeptIds}COMMIT;\n`;
   await restoreThroughPsql(tool, path, schema, prologue, epilogue);
   const version = loadMigrations('postgres').at(-1)!.version;
   if (typeof reached.feed === 'string') return { version, eventsNotCarried: reached.feed };

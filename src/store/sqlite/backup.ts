@@ -5,8 +5,14 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { BackupError, type BackupReport, type RestoreReport } from '../backup.js';
 import { loadMigrations } from '../migrations.js';
-import { migrateSqlite } from './migrate.js';
 import { isSqliteError } from './query.js';
+import {
+  carryCounters,
+  feedReached,
+  type IdsReached,
+  idsReached,
+  NO_IDS,
+} from './restore-carry.js';
 import { createPrivately } from './private-files.js';
 
 // SQLite's backup API restarts a copy made in steps whenever another connection writes, so
@@ -51,95 +57,31 @@ export async function backupSqlite(source: string, destination: string): Promise
 export async function restoreSqlite(from: string, target: string): Promise<RestoreReport> {
   mustExist(from);
   let version = check(from, 'integrity_check');
-  let reached: { feed: bigint | string; ids: bigint } = { feed: 0n, ids: 0n };
+  let reached: { feed: bigint | string; ids: IdsReached } = { feed: 0n, ids: NO_IDS };
   if (existsSync(target)) {
     reached = releaseUnused(target, (db) => ({ feed: feedReached(db), ids: idsReached(db) }));
   }
+  const { ids } = reached;
+  let idsUnread = ids.unread;
   const feed = typeof reached.feed === 'bigint' && reached.feed > 0n ? reached.feed + 1n : 0n;
   const pages = await copyThenPublish(from, target, { readonly: true }, (partial) => {
-    if (feed > 0n || reached.ids > 0n) version = carryCounters(partial, feed, reached.ids);
+    if (feed > 0n || ids.last > 0n || ids.taken) {
+      const carried = carryCounters(partial, feed, ids, target);
+      version = carried.version;
+      idsUnread = carried.unread ?? ids.unread;
+    }
     // The old database's WAL must not outlive it: SQLite would replay it into the new file.
     // Looked at last, just before the copy takes the name: a server started on the target
     // meanwhile has made one.
     if (existsSync(`${target}-wal`)) throw inUse(target);
   });
-  if (typeof reached.feed === 'string') return { pages, version, eventsNotCarried: reached.feed };
-  return { pages, version, ...(feed > 0n && { eventsAfter: feed }) };
-}
-
-/**
- * The last plant id the database `db` handed out or skipped (0 for none, or when it cannot be
- * read): the copy's counter goes on from there, so that no id a client was given for a plant
- * is given to another.
- */
-function idsReached(db: Database.Database): bigint {
-  try {
-    const last = db.prepare('SELECT last FROM plant_id_counter').pluck().get();
-    return typeof last === 'bigint' ? last : 0n;
-  } catch {
-    // A damaged or older database: the positions' report says what could not be read.
-    return 0n;
-  }
-}
-
-/**
- * The highest position the changes feed of the database `db` has handed out or moved its
- * horizon over (0 for none), or why it cannot be read. Three places record it, each on pages
- * of its own: the AUTOINCREMENT counter of the audit log (never below its highest entry), the
- * highest entry, the horizon. The highest of those that can be read is the answer; only when
- * none can (a damaged file) is it why.
- */
-function feedReached(db: Database.Database): bigint | string {
-  const reads = [
-    ['sqlite_sequence', "SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'"],
-    ['audit_log', 'SELECT max(seq) FROM audit_log'],
-    ['event_horizon', 'SELECT position FROM event_horizon'],
-  ] as const;
-  let reached: bigint | undefined;
-  let failure: string | undefined;
-  try {
-    db.defaultSafeIntegers(true);
-    const has = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
-    for (const [table, sql] of reads) {
-      try {
-        if (has.get(table) === undefined) continue;
-        const value = db.prepare(sql).pluck().get();
-        const at = typeof value === 'bigint' ? value : 0n;
-        if (reached === undefined || at > reached) reached = at;
-      } catch (error) {
-        failure ??= (error as Error).message;
-      }
-    }
-  } catch (error) {
-    failure ??= (error as Error).message;
-  }
-  return reached ?? failure ?? 0n;
-}
-
-/**
- * Moves the copy's log on to `feed` and its plant id counter to `ids`, where they are lower
- * (see restoreSqlite; 0: nothing to move); its schema version after.
- */
-function carryCounters(partial: string, feed: bigint, ids: bigint): number {
-  const db = new Database(partial, { fileMustExist: true });
-  try {
-    const { version } = migrateSqlite(db, loadMigrations('sqlite'));
-    db.transaction(() => {
-      if (feed > 0n) {
-        const counted = db
-          .prepare("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'audit_log'")
-          .run(feed);
-        if (counted.changes === 0) {
-          db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('audit_log', ?)").run(feed);
-        }
-        db.prepare('UPDATE event_horizon SET position = max(position, ?)').run(feed);
-      }
-      db.prepare('UPDATE plant_id_counter SET last = max(last, ?)').run(ids);
-    })();
-    return version;
-  } finally {
-    db.close();
-  }
+  return {
+    pages,
+    version,
+    ...(typeof reached.feed === 'string' && { eventsNotCarried: reached.feed }),
+    ...(typeof reached.feed !== 'string' && feed > 0n && { eventsAfter: feed }),
+    ...(idsUnread !== undefined && { idsNotCarried: idsUnread }),
+  };
 }
 
 /**

@@ -62,3 +62,44 @@ export function sqlitePlantIds(db: Database.Database): PlantIds {
     },
   };
 }
+
+/**
+ * For a restore: makes the database `db` hand out no id that it, or the database it replaces
+ * (attached as `replaced`, if given), has handed out, skipped or seen a client take. The
+ * counter goes to `last` (the replaced database's counter) where it is lower, the runs of both
+ * databases are merged into one set, and the invariants hold again: a run the counter now
+ * reaches or touches moves the counter to its end, and runs below it go. `replaced` of any
+ * schema version: before 0007 it kept every taken id in plant_ids_taken. Runs in a database
+ * are at most one per id a client took, so the merge is a sort of those: run in a statement,
+ * never held in memory.
+ */
+export function carryPlantIds(db: Database.Database, last: bigint, replaced?: string): void {
+  const has = (table: string) =>
+    replaced !== undefined &&
+    db
+      .prepare(`SELECT 1 FROM ${replaced}.sqlite_master WHERE type = 'table' AND name = ?`)
+      .get(table) !== undefined;
+  const carried = [
+    'SELECT first, last FROM main.plant_id_runs',
+    ...(has('plant_id_runs') ? [`SELECT first, last FROM ${replaced}.plant_id_runs`] : []),
+    ...(has('plant_ids_taken') ? [`SELECT id, id FROM ${replaced}.plant_ids_taken`] : []),
+  ].join(' UNION ALL ');
+  db.prepare('UPDATE plant_id_counter SET last = max(last, ?)').run(last);
+  // Islands of overlapping or touching runs: a run starts a new one when it begins past the
+  // furthest end of the runs before it, plus one. `first - 1`: `reach + 1` overflows at the
+  // largest id.
+  db.exec(`CREATE TEMP TABLE merged_runs AS
+    WITH runs(first, last) AS (${carried}),
+    reaching AS (SELECT first, last, max(last) OVER
+      (ORDER BY first ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach FROM runs),
+    islands AS (SELECT first, last, sum(reach IS NULL OR first - 1 > reach) OVER
+      (ORDER BY first ROWS UNBOUNDED PRECEDING) AS island FROM reaching)
+    SELECT min(first) AS first, max(last) AS last FROM islands GROUP BY island`);
+  const counter = 'SELECT last FROM plant_id_counter';
+  db.exec(`UPDATE plant_id_counter SET last = max(last,
+    coalesce((SELECT max(last) FROM temp.merged_runs WHERE first - 1 <= (${counter})), 0))`);
+  db.exec('DELETE FROM main.plant_id_runs');
+  db.exec(`INSERT INTO main.plant_id_runs (first, last)
+    SELECT first, last FROM temp.merged_runs WHERE first - 1 > (${counter}) ORDER BY first`);
+  db.exec('DROP TABLE temp.merged_runs');
+}
