@@ -1,22 +1,41 @@
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import { Command } from 'commander';
-import { BackupError, type BackupReport, type RestoreReport } from '../store/backup.js';
+import {
+  BackupError,
+  BackupInterrupted,
+  type BackupReport,
+  type RestoreReport,
+} from '../store/backup.js';
 import { backupSqlite, restoreSqlite } from '../store/sqlite/backup.js';
 import { databaseUrlOption, type DatabaseOptions, dbOption } from './options.js';
 
 /** Exit code of a backup or restore refused for a reason the message gives. */
 const FAILED = 1;
+/** As a shell reports a command ended by Ctrl-C (128 + SIGINT). */
+const INTERRUPTED = 130;
 
+/**
+ * Runs a backup or restore: its report, or its refusal, on stderr. Ctrl-C or SIGTERM stops
+ * it, as the store's functions stop (no half-written file left behind, nothing replaced); a
+ * second one, with no handler left, ends the process at once.
+ */
 async function run<R extends BackupReport>(
-  work: () => Promise<R>,
+  work: (signal: AbortSignal) => Promise<R>,
   done: (report: R) => string,
 ): Promise<void> {
+  const interrupt = new AbortController();
+  const stop = () => interrupt.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
   try {
-    process.stderr.write(`${done(await work())}\n`);
+    process.stderr.write(`${done(await work(interrupt.signal))}\n`);
   } catch (error) {
     if (!(error instanceof BackupError)) throw error;
     process.stderr.write(`plantstore: ${error.message}\n`);
-    process.exitCode = FAILED;
+    process.exitCode = error instanceof BackupInterrupted ? INTERRUPTED : FAILED;
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
   }
 }
 
@@ -88,10 +107,10 @@ export function backupCommands(): Command[] {
     .addOption(databaseUrlOption())
     .action((file: string, { db, databaseUrl }: DatabaseOptions) =>
       run(
-        async () =>
+        async (signal) =>
           databaseUrl === undefined
-            ? backupSqlite(db, file)
-            : (await postgres()).backupPostgres(databaseUrl, file),
+            ? backupSqlite(db, file, signal)
+            : (await postgres()).backupPostgres(databaseUrl, file, signal),
         (report) =>
           `backed up ${databaseUrl === undefined ? db : 'the PostgreSQL store'} to ${file} ${copied(report)}`,
       ),
@@ -106,13 +125,13 @@ export function backupCommands(): Command[] {
     .addOption(databaseUrlOption())
     .action((file: string, { db, databaseUrl }: DatabaseOptions) =>
       run(
-        async (): Promise<RestoreReport & { target: string }> => {
+        async (signal): Promise<RestoreReport & { target: string }> => {
           if (databaseUrl !== undefined) {
-            const report = await (await postgres()).restorePostgres(databaseUrl, file);
+            const report = await (await postgres()).restorePostgres(databaseUrl, file, signal);
             return { ...report, target: 'the PostgreSQL store' };
           }
           const target = await restoreTarget(db);
-          return { ...(await restoreSqlite(file, target)), target };
+          return { ...(await restoreSqlite(file, target, signal)), target };
         },
         (report) => {
           const { target, eventsAfter, eventsNotCarried, idsNotCarried } = report;

@@ -3,6 +3,17 @@
 /** A backup or restore that cannot go ahead; its message says why, in the user's words. */
 export class BackupError extends Error {}
 
+/** A backup or restore stopped by a signal (Ctrl-C), before it changed anything. */
+export class BackupInterrupted extends BackupError {
+  constructor(command: 'backup' | 'restore') {
+    super(
+      command === 'backup'
+        ? 'interrupted: no backup was written'
+        : 'interrupted: the store was not replaced, it is as it was',
+    );
+  }
+}
+
 export interface BackupReport {
   /** Database pages copied (SQLite). */
   pages?: number;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { statSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pg from 'pg';
@@ -12,7 +13,7 @@ import { backupPostgres, restorePostgres } from '../../src/store/postgres/backup
 import { migratePostgres } from '../../src/store/postgres/migrate.js';
 import { adminRun, freshOwnDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
 import { feedCalls } from '../helpers/feed-calls.js';
-import { runCli, type Server, startServer } from '../helpers/server-process.js';
+import { cleanEnv, ROOT, runCli, type Server, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // plantstore backup and restore on PostgreSQL (pg_dump, pg_restore and psql underneath), as
@@ -253,5 +254,62 @@ test(
       return ids;
     });
     assert.deepEqual(given, [2n, 5n, 7n, 8n, 9n, 10n]);
+  },
+);
+
+test(
+  'PostgreSQL: Ctrl-C stops a backup or a restore, leaving no file and the store as it was',
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const url = await freshOwnDatabase(t);
+    const dir = makeTempDir(t);
+    assert.equal((await runCli(['token', 'create', '--database-url', url])).code, 0);
+    await adminRun(url, `INSERT INTO plants (id, name) VALUES (1, 'kept')`);
+    const backup = join(dir, 'first.dump');
+    assert.equal((await runCli(['backup', backup, '--database-url', url])).code, 0);
+    await adminRun(url, `UPDATE plants SET name = 'newer'`);
+    // A session that holds the plants table: pg_dump waits for it, and so do the restore's drops.
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    // Ended by the test; if an assertion fails first, by the database's drop (WITH FORCE).
+    holder.on('error', () => undefined);
+    await holder.query('BEGIN; LOCK TABLE plants IN ACCESS EXCLUSIVE MODE');
+    const waiting = async () => {
+      const { rows } = await holder.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND database =
+           (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      );
+      return rows[0]!.n > 0;
+    };
+    const interrupted = async (args: string[]) => {
+      const child = spawn(process.execPath, [join(ROOT, 'bin', 'plantstore'), ...args], {
+        env: cleanEnv(),
+      });
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+      const closed = once(child, 'close');
+      // Until a tool of the command waits on the lock.
+      while (!(await waiting())) await new Promise((resolve) => setTimeout(resolve, 20));
+      child.kill('SIGINT');
+      const [code] = (await closed) as [number | null];
+      return { code, stderr };
+    };
+    const second = join(dir, 'second.dump');
+    const dumped = await interrupted(['backup', second, '--database-url', url]);
+    assert.deepEqual(dumped, {
+      code: 130,
+      stderr: 'plantstore: interrupted: no backup was written\n',
+    });
+    assert.deepEqual(readdirSync(dir), ['first.dump'], 'no partial file left');
+
+    const restored = await interrupted(['restore', backup, '--database-url', url]);
+    assert.deepEqual(restored, {
+      code: 130,
+      stderr: 'plantstore: interrupted: the store was not replaced, it is as it was\n',
+    });
+    await holder.query('COMMIT');
+    const { rows } = await holder.query('SELECT name FROM plants');
+    await holder.end();
+    assert.deepEqual(rows, [{ name: 'newer' }]);
   },
 );

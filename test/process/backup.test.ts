@@ -14,6 +14,8 @@ import {
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
+import { BackupInterrupted } from '../../src/store/backup.js';
+import { backupSqlite, restoreSqlite } from '../../src/store/sqlite/backup.js';
 import { feedCalls } from '../helpers/feed-calls.js';
 import { cleanEnv, ROOT, type Server, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
@@ -338,4 +340,20 @@ test('a restore gives no new plant an id that clients chose after the backup', a
   assert.deepEqual(given, [2n, 5n, 7n, 8n, 9n, 10n]);
   after.child.kill('SIGTERM');
   assert.equal((await after.exited).code, 0);
+});
+
+test('a backup or restore stopped by a signal leaves no copy behind and changes nothing', async (t) => {
+  const dir = makeTempDir(t);
+  const db = join(dir, 'plantstore.db');
+  assert.equal((await plantstore(['token', 'create', '--db', db])).code, 0);
+  const backup = join(dir, 'backup.db');
+  assert.equal((await plantstore(['backup', backup, '--db', db])).code, 0);
+  const files = readdirSync(dir).sort();
+  const before = readFileSync(db);
+  // The signal came while the copy was being made: it is removed, and nothing takes a name.
+  const stopped = AbortSignal.abort();
+  await assert.rejects(backupSqlite(db, join(dir, 'second.db'), stopped), BackupInterrupted);
+  await assert.rejects(restoreSqlite(backup, db, stopped), /the store was not replaced/);
+  assert.deepEqual(readdirSync(dir).sort(), files);
+  assert.deepEqual(readFileSync(db), before);
 });

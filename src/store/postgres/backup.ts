@@ -6,7 +6,12 @@
 import { closeSync, existsSync, linkSync, openSync, rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import pg from 'pg';
-import { BackupError, type BackupReport, type RestoreReport } from '../backup.js';
+import {
+  BackupError,
+  BackupInterrupted,
+  type BackupReport,
+  type RestoreReport,
+} from '../backup.js';
 import { loadMigrations, type Migration } from '../migrations.js';
 import { recordMigration } from './migrate.js';
 import { SERVING_APPLICATION } from './open.js';
@@ -102,7 +107,11 @@ async function connected<T>(url: string, work: (client: pg.Client) => Promise<T>
  * readable by its owner only: a consistent snapshot while servers keep serving. pg_dump
  * writes a private file beside it, which takes the name only once complete.
  */
-export async function backupPostgres(url: string, file: string): Promise<BackupReport> {
+export async function backupPostgres(
+  url: string,
+  file: string,
+  signal?: AbortSignal,
+): Promise<BackupReport> {
   const tool = toolConnection(url);
   const { schema, version } = await connected(url, inspect);
   if (version === 0) throw new BackupError('the database holds no plantstore store to back up');
@@ -114,7 +123,9 @@ export async function backupPostgres(url: string, file: string): Promise<BackupR
     closeSync(openSync(partial, 'wx', 0o600));
     // A quoted pattern: the schema's name exactly, capitals and all.
     const pattern = `--schema=${quoteIdent(schema)}`;
-    await runTool('pg_dump', ['--format=custom', pattern, `--file=${partial}`, tool.url], tool.env);
+    const args = ['--format=custom', pattern, `--file=${partial}`, tool.url];
+    await runTool('pg_dump', args, tool.env, signal && { signal, command: 'backup' });
+    if (signal?.aborted) throw new BackupInterrupted('backup');
     linkSync(partial, target);
   } catch (error) {
     if (error instanceof BackupError) throw error;
@@ -189,7 +200,11 @@ function dropStore(): string {
  * the highest it handed out (as restoreSqlite explains), and the plant id and version
  * sequences, so that no id or entity tag a client was given for a plant is given to another.
  */
-export async function restorePostgres(url: string, file: string): Promise<RestoreReport> {
+export async function restorePostgres(
+  url: string,
+  file: string,
+  signal?: AbortSignal,
+): Promise<RestoreReport> {
   const tool = toolConnection(url);
   const path = resolve(file);
   const { schema, reached } = await connected(url, async (client) => {
@@ -217,7 +232,7 @@ export async function restorePostgres(url: string, file: string): Promise<Restor
   // The migration's own text may end in a comment: the next statement on a line of its own.
   const migrate = missing.map((m) => `${m.sql}\n;${recordMigration(m)};\n`).join('');
   const epilogue = `${inSchema}${migrate}${carry(feed, reached)}${takeKeptIds}COMMIT;\n`;
-  await restoreThroughPsql(tool, path, schema, prologue, epilogue);
+  await restoreThroughPsql(tool, path, schema, prologue, epilogue, signal);
   const version = loadMigrations('postgres').at(-1)!.version;
   if (typeof reached.feed === 'string') return { version, eventsNotCarried: reached.feed };
   return { version, ...(feed > 0n && { eventsAfter: feed }) };

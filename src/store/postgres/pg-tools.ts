@@ -2,7 +2,7 @@
 // password kept off their command lines, their failures as BackupErrors in the user's words.
 
 import { spawn } from 'node:child_process';
-import { BackupError } from '../backup.js';
+import { BackupError, BackupInterrupted } from '../backup.js';
 
 /** How a tool connects: the URL for its command line, and its environment. */
 export interface ToolConnection {
@@ -68,9 +68,15 @@ export function toolFailed(command: string, code: number | null, stderr: string)
 }
 
 /** Runs `command` to its end; answers its standard output, or throws with its standard error. */
-export function runTool(command: string, args: string[], env = process.env): Promise<string> {
+export function runTool(
+  command: string,
+  args: string[],
+  env = process.env,
+  signal?: { signal: AbortSignal; command: 'backup' | 'restore' },
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    signal?.signal.addEventListener('abort', () => child.kill(), { once: true });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
@@ -78,6 +84,7 @@ export function runTool(command: string, args: string[], env = process.env): Pro
     child.on('error', (error) => reject(toolMissing(command, error)));
     child.on('close', (code) => {
       if (code === 0) resolve(Buffer.concat(out).toString('utf8'));
+      else if (signal?.signal.aborted) reject(new BackupInterrupted(signal.command));
       else reject(toolFailed(command, code, Buffer.concat(err).toString('utf8')));
     });
   });
@@ -95,6 +102,7 @@ export function restoreThroughPsql(
   schema: string,
   prologue: string,
   epilogue: string,
+  signal?: AbortSignal,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     const psql = spawn('psql', ['--no-psqlrc', '--quiet', '-v', 'ON_ERROR_STOP=1', tool.url], {
@@ -104,6 +112,16 @@ export function restoreThroughPsql(
     const reader = spawn('pg_restore', [`--schema=${schema}`, '--no-owner', '--file=-', file], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    // Stopped, psql ends its session: the transaction, uncommitted, goes with it. One that
+    // committed first exits 0, and the restore is done all the same.
+    signal?.addEventListener(
+      'abort',
+      () => {
+        psql.kill();
+        reader.kill();
+      },
+      { once: true },
+    );
     const errors = { psql: '', pg_restore: '' };
     psql.stderr.on('data', (chunk: Buffer) => (errors.psql += chunk.toString('utf8')));
     reader.stderr.on('data', (chunk: Buffer) => (errors.pg_restore += chunk.toString('utf8')));
@@ -122,7 +140,11 @@ export function restoreThroughPsql(
       // psql stopped on an error reads no more: pg_restore, blocked on a full pipe, would
       // wait for ever, and this process with it.
       if (reader.exitCode === null) reader.kill();
-      if (code !== 0) failure = toolFailed('psql', code, errors.psql);
+      if (code !== 0) {
+        failure = signal?.aborted
+          ? new BackupInterrupted('restore')
+          : toolFailed('psql', code, errors.psql);
+      }
       if (failure === undefined) resolve();
       else reject(failure);
     });

@@ -3,7 +3,12 @@
 import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { BackupError, type BackupReport, type RestoreReport } from '../backup.js';
+import {
+  BackupError,
+  BackupInterrupted,
+  type BackupReport,
+  type RestoreReport,
+} from '../backup.js';
 import { loadMigrations } from '../migrations.js';
 import { isSqliteError } from './query.js';
 import {
@@ -25,13 +30,18 @@ const ALL_PAGES = 0x7fffffff;
  * API: a consistent snapshot even while a server writes, holding up none of its writes. The
  * copy is checked before it takes the destination's name, and is readable by its owner only.
  */
-export async function backupSqlite(source: string, destination: string): Promise<BackupReport> {
+export async function backupSqlite(
+  source: string,
+  destination: string,
+  signal?: AbortSignal,
+): Promise<BackupReport> {
   mustExist(source);
   if (existsSync(destination)) {
     throw new BackupError(`${destination} exists already: name a new file for the backup`);
   }
   let version = 0;
-  const pages = await copyThenPublish(source, destination, { readonly: false }, (partial) => {
+  const copy = { readonly: false, signal, command: 'backup' } as const;
+  const pages = await copyThenPublish(source, destination, copy, (partial) => {
     selfContained(partial);
     version = check(partial, 'quick_check');
   });
@@ -54,7 +64,11 @@ export async function backupSqlite(source: string, destination: string): Promise
  * damaged one, the usual reason to restore) is restored over all the same, and the report
  * says its positions were not carried. The plant id counter goes on likewise (idsReached).
  */
-export async function restoreSqlite(from: string, target: string): Promise<RestoreReport> {
+export async function restoreSqlite(
+  from: string,
+  target: string,
+  signal?: AbortSignal,
+): Promise<RestoreReport> {
   mustExist(from);
   let version = check(from, 'integrity_check');
   let reached: { feed: bigint | string; ids: IdsReached } = { feed: 0n, ids: NO_IDS };
@@ -64,7 +78,8 @@ export async function restoreSqlite(from: string, target: string): Promise<Resto
   const { ids } = reached;
   let idsUnread = ids.unread;
   const feed = typeof reached.feed === 'bigint' && reached.feed > 0n ? reached.feed + 1n : 0n;
-  const pages = await copyThenPublish(from, target, { readonly: true }, (partial) => {
+  const copy = { readonly: true, signal, command: 'restore' } as const;
+  const pages = await copyThenPublish(from, target, copy, (partial) => {
     if (feed > 0n || ids.last > 0n || ids.taken) {
       const carried = carryCounters(partial, feed, ids, target);
       version = carried.version;
@@ -86,20 +101,30 @@ export async function restoreSqlite(from: string, target: string): Promise<Resto
 
 /**
  * Copies `source` into a private file beside `name` with the backup API, runs `vet` on the
- * copy, and only then gives it `name`; a copy that fails on the way is removed.
+ * copy, and only then gives it `name`; a copy that fails on the way, or whose `signal` came
+ * (Ctrl-C) before it took the name, is removed.
  */
 async function copyThenPublish(
   source: string,
   name: string,
-  { readonly }: { readonly: boolean },
+  copy: { readonly: boolean; signal: AbortSignal | undefined; command: 'backup' | 'restore' },
   vet: (partial: string) => void,
 ): Promise<number> {
   const partial = `${name}.partial-${process.pid}`;
+  const { readonly, signal, command } = copy;
+  // Each step of the copy holds the thread: a signal that came meanwhile is delivered once
+  // the event loop polls again, so let it (setImmediate runs after the poll).
+  const interrupted = async () => {
+    await new Promise((resolve) => setImmediate(resolve));
+    if (signal?.aborted) throw new BackupInterrupted(command);
+  };
   createPrivately(partial);
   const db = new Database(source, { readonly, fileMustExist: true });
   try {
     const { totalPages } = await db.backup(partial, { progress: () => ALL_PAGES });
+    await interrupted();
     vet(partial);
+    await interrupted();
     publish(partial, name);
     return totalPages;
   } catch (error) {
