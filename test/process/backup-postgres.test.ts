@@ -161,6 +161,18 @@ test(
 
     const report = await restorePostgres(url, backup);
     assert.deepEqual(report, { version: migrations.at(-1)!.version, eventsAfter: 4n });
+    // Over a store older than server-assigned ids, whose ids no record tells apart: said so.
+    const older = await freshOwnDatabase(t);
+    const serverIds = migrations.find((m) => m.name === 'server_ids')!.version;
+    await migratePostgres(
+      older,
+      migrations.filter((m) => m.version < serverIds),
+      silentLog,
+    );
+    assert.equal(
+      (await restorePostgres(older, backup)).idsNotCarried,
+      'its schema is older than server-assigned ids',
+    );
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
@@ -274,36 +286,51 @@ test(
     // Ended by the test; if an assertion fails first, by the database's drop (WITH FORCE).
     holder.on('error', () => undefined);
     await holder.query('BEGIN; LOCK TABLE plants IN ACCESS EXCLUSIVE MODE');
-    const waiting = async () => {
+    /** Whether a session of `application` waits on a lock. */
+    const waiting = async (application: string) => {
+      // pg_stat_activity is read once a transaction, and the holder's is a long one.
+      await holder.query('SELECT pg_stat_clear_snapshot()');
       const { rows } = await holder.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND database =
-           (SELECT oid FROM pg_database WHERE datname = current_database())`,
+        `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+         WHERE NOT l.granted AND a.application_name = $1`,
+        [application],
       );
       return rows[0]!.n > 0;
     };
-    const interrupted = async (args: string[]) => {
+    /** Runs plantstore until its session of `application` waits on a lock; then interrupts it. */
+    const blocked = async (args: string[], application: string) => {
       const child = spawn(process.execPath, [join(ROOT, 'bin', 'plantstore'), ...args], {
         env: cleanEnv(),
       });
       let stderr = '';
       child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
       const closed = once(child, 'close');
-      // Until a tool of the command waits on the lock.
-      while (!(await waiting())) await new Promise((resolve) => setTimeout(resolve, 20));
+      // Unless it ends first: then its answer says why.
+      while (child.exitCode === null && !(await waiting(application))) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
       child.kill('SIGINT');
       const [code] = (await closed) as [number | null];
       return { code, stderr };
     };
     const second = join(dir, 'second.dump');
-    const dumped = await interrupted(['backup', second, '--database-url', url]);
+    const dumped = await blocked(['backup', second, '--database-url', url], 'pg_dump');
     assert.deepEqual(dumped, {
       code: 130,
       stderr: 'plantstore: interrupted: no backup was written\n',
     });
     assert.deepEqual(readdirSync(dir), ['first.dump'], 'no partial file left');
 
-    const restored = await interrupted(['restore', backup, '--database-url', url]);
-    assert.deepEqual(restored, {
+    const restore = ['restore', backup, '--database-url', url];
+    assert.deepEqual(await blocked(restore, 'psql'), {
+      code: 130,
+      stderr: 'plantstore: interrupted: the store was not replaced, it is as it was\n',
+    });
+
+    // Stopped earlier, while it reads how far the replaced store's counters went (a lock holds
+    // it there): it goes no further.
+    await holder.query('LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE');
+    assert.deepEqual(await blocked(restore, 'plantstore restore'), {
       code: 130,
       stderr: 'plantstore: interrupted: the store was not replaced, it is as it was\n',
     });

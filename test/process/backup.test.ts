@@ -15,7 +15,9 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { BackupInterrupted } from '../../src/store/backup.js';
+import { loadMigrations } from '../../src/store/migrations.js';
 import { backupSqlite, restoreSqlite } from '../../src/store/sqlite/backup.js';
+import { migrateSqlite } from '../../src/store/sqlite/migrate.js';
 import { feedCalls } from '../helpers/feed-calls.js';
 import { cleanEnv, ROOT, type Server, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
@@ -356,4 +358,23 @@ test('a backup or restore stopped by a signal leaves no copy behind and changes 
   await assert.rejects(restoreSqlite(backup, db, stopped), /the store was not replaced/);
   assert.deepEqual(readdirSync(dir).sort(), files);
   assert.deepEqual(readFileSync(db), before);
+});
+
+test('a restore over a store older than server-assigned ids says their ids are not carried', async (t) => {
+  const dir = makeTempDir(t);
+  const old = join(dir, 'old.db');
+  const db = new Database(old);
+  const migrations = loadMigrations('sqlite');
+  const serverIds = migrations.find((m) => m.name === 'server_ids')!.version;
+  migrateSqlite(
+    db,
+    migrations.filter((m) => m.version < serverIds),
+  );
+  db.prepare(`INSERT INTO plants (name) VALUES ('a'), ('b')`).run();
+  db.close();
+  const backup = join(dir, 'new.db');
+  assert.equal((await plantstore(['token', 'create', '--db', join(dir, 'fresh.db')])).code, 0);
+  assert.equal((await plantstore(['backup', backup, '--db', join(dir, 'fresh.db')])).code, 0);
+  const report = await restoreSqlite(backup, old);
+  assert.equal(report.idsNotCarried, 'its schema is older than server-assigned ids');
 });

@@ -87,17 +87,26 @@ async function inspect(client: pg.Client): Promise<{ schema: string; version: nu
   return { schema, version: Math.max(0, ...appliedMigrations(migrated, where)) };
 }
 
-async function connected<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+async function connected<T>(
+  url: string,
+  work: (client: pg.Client) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
   const client = new pg.Client({ connectionString: url, application_name: 'plantstore restore' });
   // A connection lost between queries: the query that needed it fails, and says so.
   client.on('error', () => undefined);
+  // Stopped, the connection goes, and a query waiting on a lock with it.
+  const stop = () => void client.end().catch(() => undefined);
+  signal?.addEventListener('abort', stop, { once: true });
   try {
     await client.connect();
     return await work(client);
   } catch (error) {
+    if (signal?.aborted) throw new BackupInterrupted('restore');
     if (error instanceof BackupError) throw error;
     throw new BackupError(`PostgreSQL: ${(error as Error).message}`);
   } finally {
+    signal?.removeEventListener('abort', stop);
     await client.end().catch(() => undefined);
   }
 }
@@ -143,14 +152,17 @@ export async function backupPostgres(
  * plantstore's: a table of another tool by that name, or a migration this plantstore does
  * not have (a newer one), is refused before anything is changed.
  */
-async function missingMigrations(file: string, schema: string): Promise<Migration[]> {
-  const data = await runTool('pg_restore', [
-    '--data-only',
-    `--schema=${schema}`,
-    '--table=schema_migrations',
-    '--file=-',
-    file,
-  ]);
+async function missingMigrations(
+  file: string,
+  schema: string,
+  signal?: AbortSignal,
+): Promise<Migration[]> {
+  const data = await runTool(
+    'pg_restore',
+    ['--data-only', `--schema=${schema}`, '--table=schema_migrations', '--file=-', file],
+    process.env,
+    signal && { signal, command: 'restore' },
+  );
   const copy = /^COPY .+ \(version, name, applied_at\) FROM stdin;\n([\s\S]*?)^\\\.$/m.exec(data);
   if (copy === null)
     throw new BackupError(`${file} holds no plantstore store in the schema ${schema}`);
@@ -207,23 +219,32 @@ export async function restorePostgres(
 ): Promise<RestoreReport> {
   const tool = toolConnection(url);
   const path = resolve(file);
-  const { schema, reached } = await connected(url, async (client) => {
-    const { schema, version } = await inspect(client);
-    const { rows } = await client.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_stat_activity
+  const {
+    schema,
+    reached,
+    version: replaced,
+  } = await connected(
+    url,
+    async (client) => {
+      const { schema, version } = await inspect(client);
+      const { rows } = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
        WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()`,
-      [SERVING_APPLICATION],
-    );
-    if (rows[0]!.n > 0) {
-      throw new BackupError(
-        `${rows[0]!.n} connections of a plantstore server are open on this database: ` +
-          'stop the servers, then restore',
+        [SERVING_APPLICATION],
       );
-    }
-    // A database with no store yet has handed out nothing.
-    return { schema, reached: version === 0 ? NOTHING_REACHED : await countersReached(client) };
-  });
-  const missing = await missingMigrations(path, schema);
+      if (rows[0]!.n > 0) {
+        throw new BackupError(
+          `${rows[0]!.n} connections of a plantstore server are open on this database: ` +
+            'stop the servers, then restore',
+        );
+      }
+      // A database with no store yet has handed out nothing.
+      const reached = version === 0 ? NOTHING_REACHED : await countersReached(client);
+      return { schema, reached, version };
+    },
+    signal,
+  );
+  const missing = await missingMigrations(path, schema, signal);
   const feed = typeof reached.feed === 'bigint' && reached.feed > 0n ? reached.feed + 1n : 0n;
   const inSchema = `SET search_path = ${quoteIdent(schema)};\n`;
   // A lock the drops wait for longer than this (a session idle in a transaction on a table of
@@ -234,6 +255,14 @@ export async function restorePostgres(
   const epilogue = `${inSchema}${migrate}${carry(feed, reached)}${takeKeptIds}COMMIT;\n`;
   await restoreThroughPsql(tool, path, schema, prologue, epilogue, signal);
   const version = loadMigrations('postgres').at(-1)!.version;
-  if (typeof reached.feed === 'string') return { version, eventsNotCarried: reached.feed };
-  return { version, ...(feed > 0n && { eventsAfter: feed }) };
+  // Before server-assigned ids, ids came from a counter of another shape, and no record said
+  // which ones clients took: the restore does not work them out.
+  const serverIds = loadMigrations('postgres').find((m) => m.name === 'server_ids')!.version;
+  return {
+    version,
+    ...(typeof reached.feed === 'string' && { eventsNotCarried: reached.feed }),
+    ...(typeof reached.feed !== 'string' && feed > 0n && { eventsAfter: feed }),
+    ...(replaced > 0 &&
+      replaced < serverIds && { idsNotCarried: 'its schema is older than server-assigned ids' }),
+  };
 }

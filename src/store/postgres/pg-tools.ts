@@ -75,7 +75,10 @@ export function runTool(
   signal?: { signal: AbortSignal; command: 'backup' | 'restore' },
 ): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    if (signal?.signal.aborted) return reject(new BackupInterrupted(signal.command));
+    // Detached (a process group of its own): a terminal's Ctrl-C reaches this process alone,
+    // which stops the tool itself, so that a stop is told from a failure.
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env, detached: true });
     signal?.signal.addEventListener('abort', () => child.kill(), { once: true });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
@@ -105,18 +108,25 @@ export function restoreThroughPsql(
   signal?: AbortSignal,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new BackupInterrupted('restore'));
+    // Detached, as in runTool: a stop is this process's to carry out.
     const psql = spawn('psql', ['--no-psqlrc', '--quiet', '-v', 'ON_ERROR_STOP=1', tool.url], {
       stdio: ['pipe', 'ignore', 'pipe'],
       env: tool.env,
+      detached: true,
     });
     const reader = spawn('pg_restore', [`--schema=${schema}`, '--no-owner', '--file=-', file], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
     });
-    // Stopped, psql ends its session: the transaction, uncommitted, goes with it. One that
-    // committed first exits 0, and the restore is done all the same.
+    // Stopped before it was handed the COMMIT, psql ends its session and the transaction goes
+    // with it. After, it is let finish (a pipe's worth of SQL at most): killed then, psql could
+    // not say whether the COMMIT had run, and the report would be a guess.
+    let committing = false;
     signal?.addEventListener(
       'abort',
       () => {
+        if (committing) return;
         psql.kill();
         reader.kill();
       },
@@ -134,16 +144,17 @@ export function restoreThroughPsql(
     reader.stdout.pipe(psql.stdin, { end: false });
     reader.on('close', (code) => {
       if (code !== 0) failure ??= toolFailed('pg_restore', code, errors.pg_restore);
-      psql.stdin.end(failure === undefined ? epilogue : '');
+      committing = failure === undefined && !signal?.aborted;
+      psql.stdin.end(committing ? epilogue : '');
     });
     psql.on('close', (code) => {
       // psql stopped on an error reads no more: pg_restore, blocked on a full pipe, would
       // wait for ever, and this process with it.
       if (reader.exitCode === null) reader.kill();
-      if (code !== 0) {
+      if (code !== 0 || !committing) {
         failure = signal?.aborted
           ? new BackupInterrupted('restore')
-          : toolFailed('psql', code, errors.psql);
+          : (failure ?? toolFailed('psql', code, errors.psql));
       }
       if (failure === undefined) resolve();
       else reject(failure);

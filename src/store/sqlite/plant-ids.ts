@@ -68,8 +68,9 @@ export function sqlitePlantIds(db: Database.Database): PlantIds {
  * (attached as `replaced`, if given), has handed out, skipped or seen a client take. The
  * counter goes to `last` (the replaced database's counter) where it is lower, the runs of both
  * databases are merged into one set, and the invariants hold again: a run the counter now
- * reaches or touches moves the counter to its end, and runs below it go. `replaced` of any
- * schema version: before 0007 it kept every taken id in plant_ids_taken. Runs in a database
+ * reaches or touches moves the counter to its end, and runs below it go. `replaced` of a
+ * schema from server-assigned ids on (0004): before 0007 it kept every taken id in
+ * plant_ids_taken. Runs in a database
  * are at most one per id a client took, so the merge is a sort of those: run in a statement,
  * never held in memory.
  */
@@ -85,6 +86,12 @@ export function carryPlantIds(db: Database.Database, last: bigint, replaced?: st
     ...(has('plant_ids_taken') ? [`SELECT id, id FROM ${replaced}.plant_ids_taken`] : []),
   ].join(' UNION ALL ');
   db.prepare('UPDATE plant_id_counter SET last = max(last, ?)').run(last);
+  // Read again here: a server that ran on `replaced` since `last` was read moved it on.
+  if (has('plant_id_counter')) {
+    db.exec(
+      `UPDATE plant_id_counter SET last = max(last, (SELECT last FROM ${replaced}.plant_id_counter))`,
+    );
+  }
   // Islands of overlapping or touching runs: a run starts a new one when it begins past the
   // furthest end of the runs before it, plus one. `first - 1`: `reach + 1` overflows at the
   // largest id.

@@ -27,10 +27,15 @@ export function idsReached(db: Database.Database): IdsReached {
   let last = 0n;
   try {
     const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
-    // A database older than server-assigned ids has none of them.
-    if (table.get('plant_id_counter') === undefined) return NO_IDS;
-    const counter = db.prepare('SELECT last FROM plant_id_counter').pluck().get();
-    last = typeof counter === 'bigint' ? counter : BigInt(Number(counter ?? 0));
+    if (table.get('plant_id_counter') === undefined) {
+      // Before server-assigned ids (0004), ids came from the plants table's AUTOINCREMENT and
+      // no record says which ones clients took: the restore does not work them out.
+      return table.get('plants') === undefined
+        ? NO_IDS
+        : { last, taken: false, unread: 'its schema is older than server-assigned ids' };
+    }
+    const counter = db.prepare('SELECT last FROM plant_id_counter').pluck().safeIntegers().get();
+    last = typeof counter === 'bigint' ? counter : 0n;
     // Before 0007, every id clients took was a row of plant_ids_taken.
     const runs = table.get('plant_id_runs') !== undefined ? 'plant_id_runs' : 'plant_ids_taken';
     const taken = Number(db.prepare(`SELECT EXISTS (SELECT 1 FROM ${runs})`).pluck().get()) === 1;
