@@ -102,6 +102,8 @@ function webhookInstruments(registers: client.Registry[], queueDepth: MetricSour
       name: 'plantstore_webhook_queue_depth',
       help: 'Webhook messages pending delivery, for every process on the database.',
       registers,
+      // Each worker counts the whole database's: with --workers, one of them, not the sum.
+      aggregator: 'max',
       async collect() {
         const depth = await queueDepth();
         if (depth !== undefined) this.set(depth);

@@ -74,6 +74,24 @@ test(
       /connections of a plantstore server are open on this database: stop the servers/,
     );
     assert.deepEqual(await names(before), ['a', 'b', 'c', 'd', 'e'], 'nothing restored');
+    // The restore finds a server by its connections' name: all of them carry it, the one that
+    // listens for notifications too (all a server holds once its pool has been idle a while).
+    const watcher = new pg.Client({ connectionString: url });
+    await watcher.connect();
+    try {
+      const others = `SELECT application_name AS name, query FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()`;
+      let rows: { name: string; query: string }[] = [];
+      while (!rows.some(({ query }) => query.startsWith('LISTEN'))) {
+        rows = (await watcher.query<{ name: string; query: string }>(others)).rows;
+      }
+      assert.deepEqual(
+        rows.filter(({ name }) => name !== 'plantstore'),
+        [],
+      );
+    } finally {
+      await watcher.end();
+    }
     await stop(before);
 
     const restored = await runCli(['restore', backup, '--database-url', url]);

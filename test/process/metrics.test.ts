@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import Database from 'better-sqlite3';
 import { forEachBackend } from '../helpers/backends.js';
 import { cli, type Server, startServer } from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
@@ -93,16 +94,36 @@ test('--metrics-port serves Prometheus metrics apart from the API', async (t) =>
 
 test('with --workers, the primary serves the sum of every worker', async (t) => {
   const db = join(makeTempDir(t), 'w.db');
-  const token = (await cli(['token', 'create', '--db', db, '--name', 'w'])).stdout.trim();
-  const server = await startServer(t, ['--db', db, '--workers', '2', '--metrics-port', '0']);
+  const scopes = ['--scopes', 'plants:read,plants:write,webhooks:write'];
+  const token = (
+    await cli(['token', 'create', '--db', db, '--name', 'w', ...scopes])
+  ).stdout.trim();
+  const server = await startServer(t, [
+    ...['--db', db, '--workers', '2', '--metrics-port', '0'],
+    ...['--webhook-allow-networks', '127.0.0.0/8'],
+  ]);
   const url = await metricsUrl(server);
+  // An endpoint where nothing listens: every message stays pending, retried later.
+  const endpoint = await fetch(`${server.url}/webhooks`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: 'http://127.0.0.1:9/hooks' }),
+  });
+  assert.equal(endpoint.status, 201, await endpoint.text());
   await createPlants(server, token, 10);
-  const text = await (await fetch(url)).text();
+  let text = await (await fetch(url)).text();
   assert.equal(
     sample(text, 'plantstore_http_requests_total{route="/plants",method="POST",status="201"}'),
     10,
   );
   promtoolCheck(t, text);
+  // The queue is the database's, which every worker counts: the scrape tells it once.
+  const queued = new Database(db, { readonly: true });
+  const pending = queued.prepare(`SELECT count(*) FROM webhook_messages WHERE status = 'pending'`);
+  while (pending.pluck().get() !== 10) await new Promise((resolve) => setTimeout(resolve, 10));
+  queued.close();
+  text = await (await fetch(url)).text();
+  assert.equal(sample(text, 'plantstore_webhook_queue_depth'), 10);
 });
 
 /** The names of the metric families a scrape exports (its `# TYPE` lines). */

@@ -61,7 +61,13 @@ export function connectionConfig(url: string, durability: Durability): pg.Client
   // Spaces separate the settings; a space within one is escaped.
   const settings = ['-c default_transaction_isolation=read\\ committed'];
   if (durability === 'process') settings.push('-c synchronous_commit=off');
-  return { ...config, options: [config.options, ...settings].filter(Boolean).join(' ') };
+  return {
+    ...config,
+    options: [config.options, ...settings].filter(Boolean).join(' '),
+    // Every connection of a serving store, the pool's and the one that listens: with the
+    // pool idle a while, the listening one is all there is for a restore to find.
+    application_name: SERVING_APPLICATION,
+  };
 }
 
 /**
@@ -145,7 +151,6 @@ function createPool(url: string, durability: Durability, poolSize: number, log: 
     // noticed by this client-side timeout, not by TCP minutes later.
     query_timeout: STATEMENT_TIMEOUT_MS + 1_000,
     keepAlive: true,
-    application_name: SERVING_APPLICATION,
     types,
   });
   // An idle connection that breaks is dropped by the pool; the next query opens a new
