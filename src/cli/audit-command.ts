@@ -9,6 +9,7 @@ import { openDatabase } from './database.js';
 import {
   argument,
   databaseUrlOption,
+  DAY_MS,
   type DatabaseOptions,
   dbOption,
   int64Argument,
@@ -88,7 +89,18 @@ function pruneCommand(): Command {
         'delete entries written before this: 2026-01-01, 2026-01-01T00:00:00Z, or a duration ago such as 90d',
       )
         .makeOptionMandatory()
-        .argParser(argument((text) => parseSince(text))),
+        .argParser(
+          argument((text) => {
+            // As for serve --audit-retention: `90m` typed for `90d` must not empty the trail
+            // (and the changes feed with it). A recent time can still be given as a date.
+            if (/^\d+[smhdw]$/.test(text) && parseDuration(text) < DAY_MS) {
+              throw new Error(
+                `"${text}" ago is less than a day ago; to delete entries that recent, give the time itself (2026-11-21T08:00:00Z)`,
+              );
+            }
+            return parseSince(text);
+          }),
+        ),
     )
     .action(async ({ before }: { before: Date }, command: Command) => {
       const audit = command.parent!;

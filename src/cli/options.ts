@@ -252,7 +252,7 @@ export const parseTrustProxy = argument((text): string | false => {
   return items.join(',');
 });
 
-const DAY_MS = 86_400_000;
+export const DAY_MS = 86_400_000;
 
 /** `--audit-retention`: off unless given; at least a day, so that a typo cannot empty the trail. */
 export const auditRetentionOption = () =>

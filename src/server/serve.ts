@@ -1,4 +1,5 @@
 import pino from 'pino';
+import { EVENT_LIMITS } from '../core/change-events.js';
 import { redacted } from '../http/app.js';
 import { databaseKind, openStore, type StoreConfig } from '../store/open.js';
 import type { Store } from '../store/store.js';
@@ -94,6 +95,15 @@ export async function serve(
     { database: databaseName, durability },
     `using ${databaseName}, durability ${durability}`,
   );
+  // The feed reads the audit trail: what the trail's retention deletes, the feed loses too.
+  const feedKeeps = eventsRetentionMs ?? EVENT_LIMITS.retentionMs;
+  if (auditRetentionMs !== undefined && auditRetentionMs < feedKeeps) {
+    logger.warn(
+      { auditRetentionMs, eventsRetentionMs: feedKeeps },
+      'the audit retention is shorter than the events retention: the changes feed keeps ' +
+        'only what the audit trail keeps',
+    );
+  }
   const app = composeApp({
     store,
     logger,

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { type Backend, forEachBackend, SQLITE, type TestDatabase } from '../helpers/backends.js';
 import { cleanEnv, ROOT, startServer } from '../helpers/server-process.js';
+import { makeTempDir } from '../helpers/setup.js';
 
 // Keeping the audit trail bounded, as an operator does it with the built CLI: `plantstore
 // audit prune --before`, and `serve --audit-retention`, on both databases. Old entries are
@@ -118,12 +120,14 @@ describe('audit trail retention', () => {
       );
       assert.equal(line.deleted, 3);
       assert.deepEqual(await trail(db), [10, 11]);
+      // 30 days keep more than the changes feed's week: nothing to warn of.
+      assert.equal(server.logs.filter((entry) => entry.level === 40).length, 0);
     });
   });
 });
 
 describe('audit prune and --audit-retention refuse what would lose the trail by mistake', () => {
-  it('audit prune without --before, or with a time that is none, exits 2 and deletes nothing', async (t) => {
+  it('audit prune without --before, with a time that is none or under a day ago, exits 2', async (t) => {
     const db = await database(t);
     for (const [args, message] of [
       [[], /required option '--before <time>' not specified/],
@@ -131,12 +135,29 @@ describe('audit prune and --audit-retention refuse what would lose the trail by 
       [['--before', 'yesterday'], /"yesterday" is neither/],
       [['--before', '90d', '--since', '30d'], /deletes by --before alone; it takes no --since/],
       [['--plant', '1', '--before', '90d'], /it takes no --plant/],
+      // `90m` typed for `90d`: the whole trail, and the changes feed with it.
+      [['--before', '90m'], /"90m" ago is less than a day ago; .* give the time itself/],
+      [['--before', '23h'], /"23h" ago is less than a day ago/],
     ] as const) {
       const res = await run(['audit', 'prune', ...args, ...db.args]);
       assert.equal(res.code, 2, `${args.join(' ')}: ${res.stderr}`);
       assert.match(res.stderr, message);
     }
     assert.deepEqual(await trail(db), [1, 2, 3, 10, 11]);
+  });
+
+  it('serve --audit-retention shorter than --events-retention warns that the feed is shorter', async (t) => {
+    const db = join(makeTempDir(t), 'short.db');
+    const server = await startServer(t, ['--db', db, '--audit-retention', '2d']);
+    const line = await server.waitForLog((entry) => entry.level === 40, 'a warning');
+    assert.deepEqual(
+      { msg: line.msg, audit: line.auditRetentionMs, events: line.eventsRetentionMs },
+      {
+        msg: 'the audit retention is shorter than the events retention: the changes feed keeps only what the audit trail keeps',
+        audit: 2 * 86_400_000,
+        events: 7 * 86_400_000,
+      },
+    );
   });
 
   it('serve --audit-retention under a day, or not a duration, exits 2 before it starts', async () => {
