@@ -1,4 +1,5 @@
 import type { ErrorObject } from 'ajv';
+import { EVENT_LIMITS } from '../core/change-events.js';
 import { INT64_MAX, INT64_RANGE, int64Spelling } from '../core/int64.js';
 import { PLANT_LIMITS } from '../core/plant.js';
 
@@ -164,6 +165,9 @@ function fieldMessage(refusal: Refusal, field: string): string {
   }
   const allowed = allowedValues(schema);
   if (allowed.length > 0) return `${name} must be one of ${list(allowed, 'or')}.`;
+  if (name === 'wait' && refusal.part === 'querystring') {
+    return `wait must be whole seconds from 1s to ${EVENT_LIMITS.waitMaxSeconds}s, such as 30s.`;
+  }
   return `${name} is not valid: see ${refusal.part === 'body' ? 'its schema' : 'its description'} in /openapi.json.`;
 }
 

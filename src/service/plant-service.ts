@@ -161,7 +161,7 @@ export class PlantService {
    */
   private async current(id: bigint, ifMatch: IfMatch): Promise<StoredPlant> {
     const plant = (await this.store.get(id)) ?? notFound(id);
-    if (!matches(ifMatch, etagOf(plant))) throw preconditionFailed(id);
+    if (!matches(ifMatch, etagOf(plant))) throw preconditionFailed(id, ifMatch);
     return plant;
   }
 }
@@ -182,10 +182,13 @@ async function unchanged<T>(id: bigint, write: () => Promise<T>): Promise<T> {
   }
 }
 
-const preconditionFailed = (id: bigint) =>
+const preconditionFailed = (id: bigint, ifMatch?: IfMatch) =>
   new ApiError(
     'preconditionFailed',
-    `Plant ${id} has changed since the ETag given (If-Match); read it again.`,
+    // A weak tag never matches (RFC 9110 §13.1.1): the plant may well be unchanged.
+    ifMatch !== undefined && !ifMatch.any && ifMatch.tags.every((tag) => tag.startsWith('W/'))
+      ? `If-Match compares entity tags strongly, and a weak one (W/"...") never matches: send plant ${id}'s ETag as it was given.`
+      : `Plant ${id} has changed since the ETag given (If-Match); read it again.`,
   );
 
 function notFound(id: bigint): never {

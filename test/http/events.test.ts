@@ -189,6 +189,12 @@ forEachBackend(({ setup }) => {
       const res = await app.call(`/events?${query}`);
       assert.equal(res.statusCode, 400, query);
       assert.equal(body<{ error: bigint }>(res).error, 40002n, query);
+      if (query.startsWith('wait=')) {
+        assert.equal(
+          body<{ message: string }>(res).message,
+          'wait must be whole seconds from 1s to 60s, such as 30s.',
+        );
+      }
     }
     for (const id of ['x', '-1', '007']) {
       const res = await app.call('/events', { accept: 'text/event-stream', 'last-event-id': id });
