@@ -127,8 +127,19 @@ export async function serve(
     stopping = true;
     try {
       app.log.info({ signal }, 'shutting down');
-      // Requests still running after the grace period are cut off rather than awaited forever.
-      setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs).unref();
+      // Requests still running after the grace period are cut off rather than awaited forever,
+      // and said to be: a request cut off before its answer has no request line of its own.
+      setTimeout(() => {
+        app.server.getConnections((error, connections) => {
+          if (error === null && connections > 0) {
+            app.log.warn(
+              { connections, shutdownGraceMs },
+              'requests still running after the shutdown grace were cut off',
+            );
+          }
+          app.server.closeAllConnections();
+        });
+      }, shutdownGraceMs).unref();
       await Promise.all([app.close(), delivery?.stop(shutdownGraceMs), maintenance.stop()]);
       await store.close();
       await measuring?.close();

@@ -148,6 +148,41 @@ test('SIGTERM lets a request in flight finish before exiting 0', async (t) => {
   assert.ok(server.logs.some((line) => line.msg === 'stopped'));
 });
 
+test('SIGTERM cuts off a request still running after --shutdown-grace, and says so', async (t) => {
+  const db = join(makeTempDir(t), 'e2e.db');
+  const token = await createToken(db);
+  const server = await startServer(t, ['--db', db, '--shutdown-grace', '1s']);
+  // Headers and a part of the body, and never the rest.
+  const req = request(`${server.url}/plants`, {
+    method: 'POST',
+    agent: false,
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      'content-length': '100',
+      expect: '100-continue',
+    },
+  });
+  const cut = new Promise<string>((resolve) => {
+    req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    req.on('response', (res) => resolve(`answered ${res.statusCode}`));
+  });
+  const continued = once(req, 'continue');
+  req.flushHeaders();
+  await continued;
+  req.write('{"name":');
+  server.child.kill('SIGTERM');
+  const line = await server.waitForLog(
+    (entry) => entry.msg === 'requests still running after the shutdown grace were cut off',
+  );
+  assert.deepEqual(
+    { connections: line.connections, level: line.level },
+    { connections: 1, level: 40 },
+  );
+  assert.equal(await cut, 'ECONNRESET');
+  assert.deepEqual(await server.exited, { code: 0, signal: null });
+});
+
 test('serve listens on 127.0.0.1 when neither --host nor HOST is given', async (t) => {
   const db = join(makeTempDir(t), 'e2e.db');
   const server = await startServer(t, ['--db', db]);
