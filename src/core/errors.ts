@@ -13,7 +13,8 @@ export const errorCatalogue = {
   malformedPrecondition: { code: 40007, message: 'The If-Match header is malformed.' },
   malformedIdempotencyKey: {
     code: 40008,
-    message: 'The Idempotency-Key header must be a string of 1 to 255 printable ASCII characters.',
+    message:
+      'The Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, in double quotes ("a key") if it holds a space, a quote or a backslash.',
   },
   bodyTooComplex: {
     code: 40009,

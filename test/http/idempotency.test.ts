@@ -147,11 +147,16 @@ forEachBackend(({ setup }) => {
 
     it('a malformed key is 400 40008, and nothing is created', async (t) => {
       const { call } = await setup(t);
-      for (const key of ['""', '"a', 'x'.repeat(256), '"é"']) {
+      for (const key of ['""', '"a', 'x'.repeat(256), '"é"', 'a key']) {
         const res = await call(post('{"name":"Fern"}', key));
         assert.equal(res.statusCode, 400, key);
         assert.equal(errorCode(res), 40008, key);
       }
+      // A space is printable ASCII: the message says it needs quotes, which do take it.
+      const bare = await call(post('{"name":"Fern"}', 'a key'));
+      assert.match(bare.body, /in double quotes \(\\"a key\\"\) if it holds a space/);
+      assert.equal((await call(post('{"name":"Fern"}', '"a key"'))).statusCode, 201);
+      await call({ method: 'DELETE', url: '/plants/1' });
       const twice = await call({
         method: 'POST',
         url: '/plants',
