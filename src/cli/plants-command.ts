@@ -60,6 +60,28 @@ function subcommand(parent: Command, name: string, description: string): Command
     .addOption(tokenOption());
 }
 
+/**
+ * Refuses an option of `command` given twice, or with its `--no-` form, instead of keeping the
+ * last silently: `update --no-tag --tag shade` or `create --tag a --tag b` is a slip to point
+ * out, not a choice to guess. Call once its options are defined.
+ */
+function eachOptionOnce(command: Command): Command {
+  const seen = new Map<string, string>();
+  for (const option of command.options) {
+    const flag = option.long ?? option.name();
+    command.on(`option:${option.name()}`, () => {
+      const before = seen.get(option.attributeName());
+      if (before !== undefined) {
+        const what =
+          before === flag ? `${flag} is given twice` : `${before} and ${flag} are given together`;
+        command.error(`error: ${what}: give one`, { exitCode: 2 });
+      }
+      seen.set(option.attributeName(), flag);
+    });
+  }
+  return command;
+}
+
 const jsonOption = () =>
   new Option('--json', 'one JSON object per line (ids exact) instead of a table');
 const tagOption = (what: string) => new Option('--tag <tag>', what);
@@ -102,7 +124,7 @@ function readCommands(plants: Command): void {
       }),
     );
 
-  subcommand(plants, 'create', 'create a plant and show it')
+  const create = subcommand(plants, 'create', 'create a plant and show it')
     .requiredOption('--name <name>', 'the name')
     .addOption(tagOption('a tag'))
     .addOption(
@@ -111,50 +133,50 @@ function readCommands(plants: Command): void {
       ),
     )
     .option('--idempotency-key <key>', 'makes running the same command again safe (for 24 h)')
-    .addOption(jsonOption())
-    .action(
-      run(
-        async (
-          options: OutputOptions & {
-            name: string;
-            tag?: string;
-            id?: bigint;
-            idempotencyKey?: string;
-          },
-        ) => {
-          const plant = await clientOf(options).plants.create(
-            {
-              name: options.name,
-              ...(options.id !== undefined && { id: options.id }),
-              ...(options.tag !== undefined && { tag: options.tag }),
-            },
-            options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
-          );
-          await show([plant], options);
+    .addOption(jsonOption());
+  eachOptionOnce(create).action(
+    run(
+      async (
+        options: OutputOptions & {
+          name: string;
+          tag?: string;
+          id?: bigint;
+          idempotencyKey?: string;
         },
-      ),
-    );
+      ) => {
+        const plant = await clientOf(options).plants.create(
+          {
+            name: options.name,
+            ...(options.id !== undefined && { id: options.id }),
+            ...(options.tag !== undefined && { tag: options.tag }),
+          },
+          options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
+        );
+        await show([plant], options);
+      },
+    ),
+  );
 }
 
 function writeCommands(plants: Command): void {
-  subcommand(plants, 'update', 'change the name or tag of a plant and show it')
+  const update = subcommand(plants, 'update', 'change the name or tag of a plant and show it')
     .argument('<id>', 'the plant id', plantIdArgument)
     .option('--name <name>', 'the new name')
     .addOption(tagOption('the new tag'))
     .option('--no-tag', 'remove the tag')
-    .addOption(jsonOption())
-    .action(
-      run(async (id: bigint, options: OutputOptions & { name?: string; tag?: string | false }) => {
-        const patch: PlantPatch = {
-          ...(options.name !== undefined && { name: options.name }),
-          ...(options.tag !== undefined && { tag: options.tag === false ? null : options.tag }),
-        };
-        if (Object.keys(patch).length === 0) {
-          throw new UsageError('nothing to change: give --name, --tag or --no-tag');
-        }
-        await show([await clientOf(options).plants.update(id, patch)], options);
-      }),
-    );
+    .addOption(jsonOption());
+  eachOptionOnce(update).action(
+    run(async (id: bigint, options: OutputOptions & { name?: string; tag?: string | false }) => {
+      const patch: PlantPatch = {
+        ...(options.name !== undefined && { name: options.name }),
+        ...(options.tag !== undefined && { tag: options.tag === false ? null : options.tag }),
+      };
+      if (Object.keys(patch).length === 0) {
+        throw new UsageError('nothing to change: give --name, --tag or --no-tag');
+      }
+      await show([await clientOf(options).plants.update(id, patch)], options);
+    }),
+  );
 
   subcommand(plants, 'delete', 'delete a plant')
     .argument('<id>', 'the plant id', plantIdArgument)

@@ -120,3 +120,19 @@ test(
     assert.equal(exported.stdout.split('\n').length - 1, count);
   },
 );
+
+test('an option given twice, or with its --no- form, is refused, and nothing is sent', async (t) => {
+  const { env, url, token } = await serverWithToken(t);
+  for (const [args, said] of [
+    [['update', '1', '--no-tag', '--tag', 'shade'], '--no-tag and --tag are given together'],
+    [['update', '1', '--tag', 'shade', '--no-tag'], '--tag and --no-tag are given together'],
+    [['create', '--name', 'z', '--tag', 'a', '--tag', 'b'], '--tag is given twice'],
+    [['create', '--name', 'z', '--name', 'y'], '--name is given twice'],
+  ] as const) {
+    const run = await plants([...args], env);
+    assert.equal(run.code, 2, `plants ${args.join(' ')}: ${run.stderr}`);
+    assert.match(run.stderr, new RegExp(`^error: ${said}: give one\n`));
+  }
+  const listed = await fetch(`${url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+  assert.equal(await listed.text(), '[]\n');
+});
