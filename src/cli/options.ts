@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { InvalidArgumentError, Option } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
 import { formatRateLimit, parseRateLimit, type RateLimit } from '../core/rate-limit.js';
 import { DEFAULT_SCOPES, parseScopes } from '../core/scopes.js';
 import { parseDuration } from '../core/tokens.js';
@@ -269,3 +269,25 @@ export const auditRetentionOption = () =>
         return ms;
       }),
     );
+
+/**
+ * Refuses an option of `command` given twice, or with its `--no-` form, instead of keeping the
+ * last silently: `update --no-tag --tag shade` or `create --tag a --tag b` is a slip to point
+ * out, not a choice to guess. Call once its options are defined.
+ */
+export function eachOptionOnce(command: Command): Command {
+  const seen = new Map<string, string>();
+  for (const option of command.options) {
+    const flag = option.long ?? option.name();
+    command.on(`option:${option.name()}`, () => {
+      const before = seen.get(option.attributeName());
+      if (before !== undefined) {
+        const what =
+          before === flag ? `${flag} is given twice` : `${before} and ${flag} are given together`;
+        command.error(`error: ${what}: give one`, { exitCode: 2 });
+      }
+      seen.set(option.attributeName(), flag);
+    });
+  }
+  return command;
+}

@@ -1,7 +1,7 @@
 import { realpathSync, statSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import type { Plant, PlantPatch } from '@plantstore/client';
-import { positiveInteger } from './options.js';
+import { eachOptionOnce, positiveInteger } from './options.js';
 import {
   clientOf,
   describeFailure,
@@ -58,28 +58,6 @@ function subcommand(parent: Command, name: string, description: string): Command
     .description(description)
     .addOption(urlOption())
     .addOption(tokenOption());
-}
-
-/**
- * Refuses an option of `command` given twice, or with its `--no-` form, instead of keeping the
- * last silently: `update --no-tag --tag shade` or `create --tag a --tag b` is a slip to point
- * out, not a choice to guess. Call once its options are defined.
- */
-function eachOptionOnce(command: Command): Command {
-  const seen = new Map<string, string>();
-  for (const option of command.options) {
-    const flag = option.long ?? option.name();
-    command.on(`option:${option.name()}`, () => {
-      const before = seen.get(option.attributeName());
-      if (before !== undefined) {
-        const what =
-          before === flag ? `${flag} is given twice` : `${before} and ${flag} are given together`;
-        command.error(`error: ${what}: give one`, { exitCode: 2 });
-      }
-      seen.set(option.attributeName(), flag);
-    });
-  }
-  return command;
 }
 
 const jsonOption = () =>
