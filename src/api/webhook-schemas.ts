@@ -190,7 +190,12 @@ export const Delivery = Type.Object(
     payload: Plant,
     status: DeliveryStatus,
     createdAt: Time('When the change that caused the message was committed.'),
-    nextAttemptAt: Type.Optional(Time('When the next attempt is due; only while pending.')),
+    nextAttemptAt: Type.Optional(
+      Time(
+        'When the next attempt is due; only while pending. While the endpoint is disabled, ' +
+          'none is made, however due: the message waits for the endpoint to be enabled again.',
+      ),
+    ),
     attempts: Type.Array(DeliveryAttempt, { description: 'Every attempt, oldest first.' }),
   },
   { additionalProperties: false, description: 'One message to one endpoint, and its attempts.' },

@@ -225,11 +225,15 @@ function deliveryCommands(webhooks: Command): void {
     .action(
       run(async (id: bigint, options: PageOptions & { status?: DeliveryStatus }) => {
         const query = { ...pageQuery(options), ...(options.status && { status: options.status }) };
-        const pages = clientOf(options).pages('/webhooks/{id}/deliveries', {
-          params: { id },
-          query,
-        });
-        await showPages<Delivery>(pages, options, deliveryJson, deliveryTable);
+        const client = clientOf(options);
+        // For people, whether the endpoint is enabled: a disabled one's messages wait for it.
+        const enabled =
+          options.json ||
+          (await client.request('get', '/webhooks/{id}', { params: { id } })).data.enabled;
+        const pages = client.pages('/webhooks/{id}/deliveries', { params: { id }, query });
+        await showPages<Delivery>(pages, options, deliveryJson, (rows) =>
+          deliveryTable(rows, enabled),
+        );
       }),
     );
 

@@ -86,7 +86,14 @@ function lastResult(delivery: Delivery): string {
 /** One delivery as a JSON line, ids exact (the delivery's and the plant's). */
 export const deliveryJson = (delivery: Delivery) => `${stringifyBody(delivery)}\n`;
 
-export function deliveryTable(deliveries: readonly Delivery[]): string {
+/**
+ * The deliveries of one endpoint as a table. Of a disabled endpoint, a pending message's next
+ * attempt is not made when its time comes (a time already past, often), but once the
+ * endpoint is enabled again: the column says so.
+ */
+export function deliveryTable(deliveries: readonly Delivery[], enabled = true): string {
+  const next = (delivery: Delivery) =>
+    delivery.nextAttemptAt === undefined ? '-' : enabled ? delivery.nextAttemptAt : 'when enabled';
   return table(
     ['ID', 'STATUS', 'EVENT', 'PLANT', 'CREATED', 'ATTEMPTS', 'LAST RESULT', 'NEXT ATTEMPT'],
     deliveries.map((delivery) => [
@@ -97,7 +104,7 @@ export function deliveryTable(deliveries: readonly Delivery[]): string {
       delivery.createdAt,
       String(delivery.attempts.length),
       lastResult(delivery),
-      delivery.nextAttemptAt ?? '-',
+      next(delivery),
     ]),
   );
 }

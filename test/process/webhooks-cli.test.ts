@@ -269,6 +269,19 @@ test('deliveries and retry, signed with the secrets create and rotate-secret pri
   );
   const none = await run(['deliveries', '1', '--status', 'pending']);
   assert.equal(none.stdout.split('\n').length, 2, 'the header alone');
+
+  // A 410 disables the endpoint; its message stays pending, and waits for the endpoint to be
+  // enabled again, not for a time (already past): the table says so, --json keeps the time.
+  receiver.fallback = 410;
+  ok(await plants(['create', '--name', 'Ivy'], env), 'plants create');
+  await receiver.waitFor(5);
+  const held = await eventually(async () => {
+    const listed = await run(['deliveries', '1', '--status', 'pending']);
+    return /410 +when enabled$/m.test(listed.stdout) ? listed : undefined;
+  }, 'the message held by the disabled endpoint');
+  assert.match(held.stdout, /^3 +pending +plant\.created .* 1 +410 +when enabled$/m);
+  const [pending] = jsonLines(await run(['deliveries', '1', '--status', 'pending', '--json']));
+  assert.match(String(pending!.nextAttemptAt), /^\d{4}-\d\d-\d\dT/);
 });
 
 test('errors: one line on stderr, 1 from the server, 2 for the command line', async (t) => {

@@ -667,7 +667,7 @@ export interface components {
       createdAt: string;
       /**
        * Format: date-time
-       * @description When the next attempt is due; only while pending.
+       * @description When the next attempt is due; only while pending. While the endpoint is disabled, none is made, however due: the message waits for the endpoint to be enabled again.
        */
       nextAttemptAt?: string;
       /** @description Every attempt, oldest first. */
