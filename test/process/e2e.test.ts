@@ -103,6 +103,23 @@ test('SIGTERM: the process logs "stopped" and exits 0 within 5 s', async (t) => 
   assert.deepEqual(notJson, [], 'every log line is JSON');
 });
 
+/**
+ * A create whose body of `length` bytes is for the caller to send: the server answers 100
+ * Continue once it has authenticated the request, which is in flight from then on.
+ */
+const createInFlight = (server: Server, token: string, length: number) =>
+  request(`${server.url}/plants`, {
+    method: 'POST',
+    agent: false,
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      'content-length': String(length),
+      connection: 'close',
+      expect: '100-continue',
+    },
+  });
+
 test('SIGTERM lets a request in flight finish before exiting 0', async (t) => {
   const db = join(makeTempDir(t), 'e2e.db');
   const token = await createToken(db);
@@ -110,17 +127,7 @@ test('SIGTERM lets a request in flight finish before exiting 0', async (t) => {
   const body = `{"id":${MAX},"name":"Late"}`;
   // Send the headers and half the body, stop the server, then send the rest. The server
   // answers 100 Continue once it has authenticated the request: it is in flight then.
-  const req = request(`${server.url}/plants`, {
-    method: 'POST',
-    agent: false,
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      'content-length': String(Buffer.byteLength(body)),
-      connection: 'close',
-      expect: '100-continue',
-    },
-  });
+  const req = createInFlight(server, token, Buffer.byteLength(body));
   const continued = once(req, 'continue');
   const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
     req.on('error', reject);
@@ -153,16 +160,7 @@ test('SIGTERM cuts off a request still running after --shutdown-grace, and says 
   const token = await createToken(db);
   const server = await startServer(t, ['--db', db, '--shutdown-grace', '1s']);
   // Headers and a part of the body, and never the rest.
-  const req = request(`${server.url}/plants`, {
-    method: 'POST',
-    agent: false,
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      'content-length': '100',
-      expect: '100-continue',
-    },
-  });
+  const req = createInFlight(server, token, 100);
   const cut = new Promise<string>((resolve) => {
     req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
     req.on('response', (res) => resolve(`answered ${res.statusCode}`));
