@@ -15,7 +15,7 @@ const FAILED = 1;
 const INTERRUPTED = 130;
 
 /**
- * Runs a backup or restore: its report, or its refusal, on stderr. Ctrl-C or SIGTERM stops
+ * Runs a backup or restore: its report, or its refusal, on stderr. Ctrl-C, SIGTERM or SIGHUP stops
  * it, as the store's functions stop (no half-written file left behind, nothing replaced); a
  * second one, with no handler left, ends the process at once.
  */
@@ -27,6 +27,7 @@ async function run<R extends BackupReport>(
   const stop = () => interrupt.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  process.once('SIGHUP', stop);
   try {
     process.stderr.write(`${done(await work(interrupt.signal))}\n`);
   } catch (error) {
@@ -36,6 +37,7 @@ async function run<R extends BackupReport>(
   } finally {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
+    process.off('SIGHUP', stop);
   }
 }
 

@@ -14,7 +14,7 @@ export const errorCatalogue = {
   malformedIdempotencyKey: {
     code: 40008,
     message:
-      'The Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, in double quotes ("a key") if it holds a space, a quote or a backslash.',
+      'The Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, in double quotes if it holds a space ("a key"); in quotes, a quote or a backslash is preceded by a backslash.',
   },
   bodyTooComplex: {
     code: 40009,

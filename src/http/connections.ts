@@ -56,6 +56,16 @@ const SWEEP_MS = 1_000;
  * requests ahead of its answers, or takes nothing of an answer for `sendTimeoutMs`, is
  * disconnected. The request, header and keep-alive timeouts bound the other direction.
  */
+const guards = new WeakMap<Server, ConnectionGuard>();
+
+/**
+ * Requests the connections of `server` (made by a ConnectionGuard) have sent and not been
+ * answered yet, those waiting their turn included; a connection that sent nothing counts none.
+ */
+export function unansweredRequests(server: Server): number {
+  return guards.get(server)?.unanswered() ?? 0;
+}
+
 export class ConnectionGuard {
   private readonly connections = new Map<Socket, Connection>();
   private log: FastifyBaseLogger | undefined;
@@ -74,6 +84,7 @@ export class ConnectionGuard {
       this.admit(request, response, handler),
     );
     server.keepAliveTimeout = keepAliveTimeout;
+    guards.set(server, this);
     server.on('connection', (socket: Socket) => this.track(socket));
     let sweeper: NodeJS.Timeout | undefined;
     server.on('listening', () => {
@@ -81,6 +92,14 @@ export class ConnectionGuard {
     });
     server.on('close', () => clearInterval(sweeper));
     return server;
+  }
+
+  unanswered(): number {
+    let requests = 0;
+    for (const { inFlight, waiting } of this.connections.values()) {
+      requests += inFlight + waiting.length;
+    }
+    return requests;
   }
 
   /** Where disconnections are logged (the app's logger exists only after the server). */

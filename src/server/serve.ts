@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { EVENT_LIMITS } from '../core/change-events.js';
 import { redacted } from '../http/app.js';
+import { unansweredRequests } from '../http/connections.js';
 import { databaseKind, openStore, type StoreConfig } from '../store/open.js';
 import type { Store } from '../store/store.js';
 import { Maintenance } from '../service/maintenance.js';
@@ -130,15 +131,14 @@ export async function serve(
       // Requests still running after the grace period are cut off rather than awaited forever,
       // and said to be: a request cut off before its answer has no request line of its own.
       setTimeout(() => {
-        app.server.getConnections((error, connections) => {
-          if (error === null && connections > 0) {
-            app.log.warn(
-              { connections, shutdownGraceMs },
-              'requests still running after the shutdown grace were cut off',
-            );
-          }
-          app.server.closeAllConnections();
-        });
+        const requests = unansweredRequests(app.server);
+        if (requests > 0) {
+          app.log.warn(
+            { requests, shutdownGraceMs },
+            'requests still running after the shutdown grace were cut off',
+          );
+        }
+        app.server.closeAllConnections();
       }, shutdownGraceMs).unref();
       await Promise.all([app.close(), delivery?.stop(shutdownGraceMs), maintenance.stop()]);
       await store.close();

@@ -161,7 +161,8 @@ export class PlantService {
    */
   private async current(id: bigint, ifMatch: IfMatch): Promise<StoredPlant> {
     const plant = (await this.store.get(id)) ?? notFound(id);
-    if (!matches(ifMatch, etagOf(plant))) throw preconditionFailed(id, ifMatch);
+    const etag = etagOf(plant);
+    if (!matches(ifMatch, etag)) throw preconditionFailed(id, ifMatch, etag);
     return plant;
   }
 }
@@ -182,11 +183,12 @@ async function unchanged<T>(id: bigint, write: () => Promise<T>): Promise<T> {
   }
 }
 
-const preconditionFailed = (id: bigint, ifMatch?: IfMatch) =>
+const preconditionFailed = (id: bigint, ifMatch?: IfMatch, etag?: string) =>
   new ApiError(
     'preconditionFailed',
-    // A weak tag never matches (RFC 9110 §13.1.1): the plant may well be unchanged.
-    ifMatch !== undefined && !ifMatch.any && ifMatch.tags.every((tag) => tag.startsWith('W/'))
+    // A weak tag never matches (RFC 9110 §13.1.1): given for the current one, the plant has
+    // not changed, and "read it again" would not help.
+    ifMatch !== undefined && !ifMatch.any && ifMatch.tags.includes(`W/${etag}`)
       ? `If-Match compares entity tags strongly, and a weak one (W/"...") never matches: send plant ${id}'s ETag as it was given.`
       : `Plant ${id} has changed since the ETag given (If-Match); read it again.`,
   );

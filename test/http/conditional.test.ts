@@ -64,9 +64,13 @@ forEachBackend(({ setup }) => {
       weak.body,
       /a weak one \(W\/\\"...\\"\) never matches: send plant 3's ETag as it was given/,
     );
-    const stale = await patch('"nope"');
-    assert.equal(stale.statusCode, 412);
-    assert.match(stale.body, /Plant 3 has changed since the ETag given/);
+    const mixed = await patch(`"nope", W/${etag}`);
+    assert.match(mixed.body, /a weak one \(W\/\\"...\\"\) never matches/, 'among others');
+    for (const stale of ['"nope"', 'W/"nope"']) {
+      const res = await patch(stale);
+      assert.equal(res.statusCode, 412);
+      assert.match(res.body, /Plant 3 has changed since the ETag given/, stale);
+    }
     for (const bad of ['nope', '"a" "b"', ',', '"unterminated', '*, "a"']) {
       const res = await patch(bad);
       assert.equal(res.statusCode, 400, bad);

@@ -154,9 +154,15 @@ forEachBackend(({ setup }) => {
       }
       // A space is printable ASCII: the message says it needs quotes, which do take it.
       const bare = await call(post('{"name":"Fern"}', 'a key'));
-      assert.match(bare.body, /in double quotes \(\\"a key\\"\) if it holds a space/);
-      assert.equal((await call(post('{"name":"Fern"}', '"a key"'))).statusCode, 201);
+      assert.match(bare.body, /in double quotes if it holds a space \(\\"a key\\"\)/);
+      // As the message says: a quote or a backslash in quotes, preceded by a backslash.
+      for (const refused of ['"a"b"', '"a\\b"']) {
+        assert.equal(errorCode(await call(post('{"name":"Fern"}', refused))), 40008, refused);
+      }
+      assert.equal((await call(post('{"name":"Fern"}', '"a\\"b"'))).statusCode, 201);
       await call({ method: 'DELETE', url: '/plants/1' });
+      assert.equal((await call(post('{"name":"Fern"}', '"a key"'))).statusCode, 201);
+      await call({ method: 'DELETE', url: '/plants/2' });
       const twice = await call({
         method: 'POST',
         url: '/plants',

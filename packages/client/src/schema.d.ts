@@ -977,7 +977,7 @@ export interface operations {
        *     - `40003` The request body is not well-formed JSON.
        *     - `40004` The request body does not match the schema.
        *     - `40006` The HTTP request is malformed.
-       *     - `40008` The Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, in double quotes ("a key") if it holds a space, a quote or a backslash.
+       *     - `40008` The Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, in double quotes if it holds a space ("a key"); in quotes, a quote or a backslash is preceded by a backslash.
        *     - `40009` The request body nests deeper than 16 levels or has an array of over 1000 items.
        */
       400: {

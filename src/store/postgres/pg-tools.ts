@@ -67,6 +67,10 @@ export function toolFailed(command: string, code: number | null, stderr: string)
   return new BackupError(`${command} ${how}${said === '' ? '' : `: ${said}`}`);
 }
 
+/** Whether a tool ended by `signal` was stopped (Ctrl-C, a stop, a hang-up), not failed. */
+const stoppedBy = (signal: NodeJS.Signals | null) =>
+  signal === 'SIGINT' || signal === 'SIGTERM' || signal === 'SIGHUP';
+
 /** Runs `command` to its end; answers its standard output, or throws with its standard error. */
 export function runTool(
   command: string,
@@ -76,18 +80,20 @@ export function runTool(
 ): Promise<string> {
   return new Promise((resolve, reject) => {
     if (signal?.signal.aborted) return reject(new BackupInterrupted(signal.command));
-    // Detached (a process group of its own): a terminal's Ctrl-C reaches this process alone,
-    // which stops the tool itself, so that a stop is told from a failure.
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env, detached: true });
+    // In this process's group, so that whatever stops the whole job (a closed terminal, a
+    // killed group) stops the tool too, rather than leave it writing a copy no one removes.
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     signal?.signal.addEventListener('abort', () => child.kill(), { once: true });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
     child.on('error', (error) => reject(toolMissing(command, error)));
-    child.on('close', (code) => {
+    child.on('close', (code, ended) => {
       if (code === 0) resolve(Buffer.concat(out).toString('utf8'));
-      else if (signal?.signal.aborted) reject(new BackupInterrupted(signal.command));
+      // A Ctrl-C reaches the tool as well as this process, maybe first: a stop all the same.
+      else if (signal !== undefined && (signal.signal.aborted || stoppedBy(ended)))
+        reject(new BackupInterrupted(signal.command));
       else reject(toolFailed(command, code, Buffer.concat(err).toString('utf8')));
     });
   });
@@ -109,7 +115,9 @@ export function restoreThroughPsql(
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new BackupInterrupted('restore'));
-    // Detached, as in runTool: a stop is this process's to carry out.
+    // psql in a process group of its own: a Ctrl-C at the terminal reaches this process, not
+    // psql, which is stopped only before it has the COMMIT (below). Should this process die,
+    // psql reads the end of its input: without the COMMIT, the transaction goes with it.
     const psql = spawn('psql', ['--no-psqlrc', '--quiet', '-v', 'ON_ERROR_STOP=1', tool.url], {
       stdio: ['pipe', 'ignore', 'pipe'],
       env: tool.env,
@@ -117,7 +125,6 @@ export function restoreThroughPsql(
     });
     const reader = spawn('pg_restore', [`--schema=${schema}`, '--no-owner', '--file=-', file], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
     });
     // Stopped before it was handed the COMMIT, psql ends its session and the transaction goes
     // with it. After, it is let finish (a pipe's worth of SQL at most): killed then, psql could
@@ -142,8 +149,12 @@ export function restoreThroughPsql(
     reader.on('error', (error) => (failure ??= toolMissing('pg_restore', error)));
     psql.stdin.write(prologue);
     reader.stdout.pipe(psql.stdin, { end: false });
-    reader.on('close', (code) => {
-      if (code !== 0) failure ??= toolFailed('pg_restore', code, errors.pg_restore);
+    reader.on('close', (code, ended) => {
+      if (code !== 0) {
+        failure ??= stoppedBy(ended)
+          ? new BackupInterrupted('restore')
+          : toolFailed('pg_restore', code, errors.pg_restore);
+      }
       committing = failure === undefined && !signal?.aborted;
       psql.stdin.end(committing ? epilogue : '');
     });
