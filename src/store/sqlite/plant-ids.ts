@@ -70,9 +70,8 @@ export function sqlitePlantIds(db: Database.Database): PlantIds {
  * databases are merged into one set, and the invariants hold again: a run the counter now
  * reaches or touches moves the counter to its end, and runs below it go. `replaced` of a
  * schema from server-assigned ids on (0004): before 0007 it kept every taken id in
- * plant_ids_taken. Runs in a database
- * are at most one per id a client took, so the merge is a sort of those: run in a statement,
- * never held in memory.
+ * plant_ids_taken. Runs in a database are at most one per id a client took, so the merge is a
+ * sort of those: run in a statement, never held in memory.
  */
 export function carryPlantIds(db: Database.Database, last: bigint, replaced?: string): void {
   const has = (table: string) =>
@@ -89,7 +88,8 @@ export function carryPlantIds(db: Database.Database, last: bigint, replaced?: st
   // Read again here: a server that ran on `replaced` since `last` was read moved it on.
   if (has('plant_id_counter')) {
     db.exec(
-      `UPDATE plant_id_counter SET last = max(last, (SELECT last FROM ${replaced}.plant_id_counter))`,
+      // coalesce: SQLite's max() of a NULL is NULL, and the counter would be lost.
+      `UPDATE plant_id_counter SET last = max(last, coalesce((SELECT last FROM ${replaced}.plant_id_counter), 0))`,
     );
   }
   // Islands of overlapping or touching runs: a run starts a new one when it begins past the
