@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
 import type { Metrics } from '../core/metrics.js';
 import type { PoolState } from '../store/store.js';
+import { answerPrimary, WorkerMetrics } from './cluster-metrics.js';
 import { RequestTally } from './request-tally.js';
 
 /** Where `/metrics` is served: a listener of its own, so it is never public by accident. */
@@ -227,7 +228,7 @@ export interface RunningMetrics {
 
 /**
  * Starts measuring for one serving process: its own listener, or, in a worker, answering
- * the primary's aggregating listener (prom-client's AggregatorRegistry, over cluster IPC).
+ * the primary's aggregating listener (see cluster-metrics.ts).
  */
 export async function startMetrics(
   option: MetricsOption,
@@ -240,9 +241,7 @@ export async function startMetrics(
   const registry = new client.Registry();
   const metrics = prometheusMetrics(registry, sources);
   if (option === 'to-primary') {
-    client.AggregatorRegistry.setRegistries([registry]);
-    // prom-client answers the primary's requests once an AggregatorRegistry exists.
-    new client.AggregatorRegistry();
+    answerPrimary(registry);
     return { metrics, close: async () => undefined };
   }
   const { server, url } = await serveMetrics(
@@ -262,13 +261,10 @@ export async function serveClusterMetrics(
     error(fields: object, message: string): void;
   },
 ): Promise<Server> {
-  const aggregator = new client.AggregatorRegistry();
+  const workers = new WorkerMetrics();
   const { server, url } = await serveMetrics(
     listen,
-    async () => {
-      const text = await aggregator.clusterMetrics();
-      return { text, contentType: aggregator.contentType };
-    },
+    async () => ({ text: await workers.metrics(), contentType: workers.contentType }),
     (error) => log.error({ err: error }, 'metrics collection from the workers failed'),
   );
   log.info({ url }, `metrics at ${url}`);

@@ -4,7 +4,13 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import { forEachBackend } from '../helpers/backends.js';
-import { cli, type Server, startServer } from '../helpers/server-process.js';
+import {
+  cli,
+  LISTENING,
+  type LogLine,
+  type Server,
+  startServer,
+} from '../helpers/server-process.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // GET /metrics on a listener of its own, from a real process, alone and with --workers;
@@ -124,6 +130,33 @@ test('with --workers, the primary serves the sum of every worker', async (t) => 
   queued.close();
   text = await (await fetch(url)).text();
   assert.equal(sample(text, 'plantstore_webhook_queue_depth'), 10);
+});
+
+test('with --workers, a scrape while a worker restarts answers from the others', async (t) => {
+  const db = join(makeTempDir(t), 'r.db');
+  const server = await startServer(t, ['--db', db, '--workers', '2', '--metrics-port', '0']);
+  const url = await metricsUrl(server);
+  const listening = (line: LogLine) => LISTENING.test(line.msg ?? '');
+  const workers = () => new Set(server.logs.filter(listening).map((line) => line.pid));
+  await server.waitForLog(() => workers().size === 2, 'two workers listening');
+  const [dead] = workers();
+  process.kill(dead!, 'SIGKILL');
+  await server.waitForLog((line) => line.worker === dead, '"worker died"');
+  // Its replacement is forked now and answers a moment later: every scrape meanwhile, and
+  // after, is whole. (prom-client's own aggregation waited 5 s for it, then answered 500.)
+  const statuses = new Set<number>();
+  let scrapes = 0;
+  while (workers().size < 3) {
+    const res = await fetch(url);
+    statuses.add(res.status);
+    await res.text();
+    scrapes += 1;
+  }
+  const after = await fetch(url);
+  statuses.add(after.status);
+  assert.ok(sample(await after.text(), 'nodejs_heap_size_used_bytes')! > 0);
+  t.diagnostic(`${scrapes} scrapes while the worker restarted`);
+  assert.deepEqual([...statuses], [200]);
 });
 
 /** The names of the metric families a scrape exports (its `# TYPE` lines). */
