@@ -8,6 +8,7 @@ export const CORS_ALLOWED_HEADERS = [
   'Authorization',
   'Content-Type',
   'If-Match',
+  'If-None-Match',
   'Idempotency-Key',
   'X-Request-Id',
   // A page resuming the changes feed's stream (GET /events) after the last event it had.

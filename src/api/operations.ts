@@ -85,8 +85,22 @@ export const getPlant = {
   scope: 'plants:read',
   params: PlantParams,
   query: NoQuery,
-  responses: { 200: { description: 'The plant.', schema: Plant, headers: ['ETag'] } },
-  errors: ['malformedPlantId', 'plantNotFound'],
+  requestHeaders: [
+    {
+      name: 'If-None-Match',
+      description:
+        '`*` or entity tags from `ETag`: if the plant still has one of them (weak ' +
+        'comparison), `304` with no body instead of the plant. Malformed: `400` (40007).',
+    },
+  ],
+  responses: {
+    200: { description: 'The plant.', schema: Plant, headers: ['ETag'] },
+    304: {
+      description: 'Not modified: the plant still has an entity tag given in If-None-Match.',
+      headers: ['ETag'],
+    },
+  },
+  errors: ['malformedPlantId', 'plantNotFound', 'malformedPrecondition'],
 } satisfies OperationSpec<typeof PlantParams, typeof NoQuery, undefined>;
 
 export const updatePlant = {

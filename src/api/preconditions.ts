@@ -5,23 +5,33 @@ import type { IfMatch } from '../core/etag.js';
 const LIST_ITEM = /[ \t]*((?:W\/)?"[\x21\x23-\x7e\x80-\xff]*")[ \t]*(?:,|$)/y;
 
 /** The `If-Match` header as a condition; undefined when absent. */
-export function parseIfMatch(header: string | string[] | undefined): IfMatch | undefined {
+export const parseIfMatch = (header: string | string[] | undefined): IfMatch | undefined =>
+  parseTags(header, 'If-Match');
+
+/** The `If-None-Match` header of a read as a condition; undefined when absent. */
+export const parseIfNoneMatch = (header: string | string[] | undefined): IfMatch | undefined =>
+  parseTags(header, 'If-None-Match');
+
+function parseTags(
+  header: string | string[] | undefined,
+  name: 'If-Match' | 'If-None-Match',
+): IfMatch | undefined {
   if (header === undefined) return undefined;
   const text = Array.isArray(header) ? header.join(', ') : header;
   if (text.trim() === '*') return { any: true };
+  const malformed = () =>
+    new ApiError(
+      'malformedPrecondition',
+      `${name} must be "*" or a comma-separated list of entity tags such as "abc".`,
+    );
   const tags: string[] = [];
   LIST_ITEM.lastIndex = 0;
   while (LIST_ITEM.lastIndex < text.length) {
     const start = LIST_ITEM.lastIndex;
     const match = LIST_ITEM.exec(text);
-    if (match === null || LIST_ITEM.lastIndex === start) {
-      throw new ApiError(
-        'malformedPrecondition',
-        'If-Match must be "*" or a comma-separated list of entity tags such as "abc".',
-      );
-    }
+    if (match === null || LIST_ITEM.lastIndex === start) throw malformed();
     tags.push(match[1]!);
   }
-  if (tags.length === 0) throw new ApiError('malformedPrecondition');
+  if (tags.length === 0) throw malformed();
   return { any: false, tags };
 }

@@ -20,7 +20,8 @@ export const RESPONSE_HEADERS = {
   ETag: {
     description:
       'Strong entity tag of the plant as answered; send it back in `If-Match` to update or ' +
-      'delete the plant only if nobody changed it since.',
+      'delete the plant only if nobody changed it since, or in `If-None-Match` to read it ' +
+      'again only if it changed (`304` otherwise).',
     required: true,
     schema: { type: 'string' },
   },

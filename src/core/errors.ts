@@ -10,7 +10,10 @@ export const errorCatalogue = {
   invalidBody: { code: 40004, message: 'The request body does not match the schema.' },
   unexpectedBody: { code: 40005, message: 'This operation takes no request body.' },
   malformedRequest: { code: 40006, message: 'The HTTP request is malformed.' },
-  malformedPrecondition: { code: 40007, message: 'The If-Match header is malformed.' },
+  malformedPrecondition: {
+    code: 40007,
+    message: 'The If-Match or If-None-Match header is malformed.',
+  },
   malformedIdempotencyKey: {
     code: 40008,
     message:

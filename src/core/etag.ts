@@ -11,10 +11,23 @@ export function etagOf(plant: StoredPlant): string {
   return `"${BigInt.asUintN(64, plant.version).toString(36)}"`;
 }
 
-/** An `If-Match` condition: any current representation, or one of these entity tags. */
+/**
+ * An `If-Match` or `If-None-Match` condition: any current representation, or one of these
+ * entity tags.
+ */
 export type IfMatch = { any: true } | { any: false; tags: string[] };
 
 /** Strong comparison: a weak tag (`W/"..."`) never matches. */
 export function matches(condition: IfMatch, etag: string): boolean {
   return condition.any || condition.tags.includes(etag);
+}
+
+const opaque = (tag: string) => (tag.startsWith('W/') ? tag.slice(2) : tag);
+
+/**
+ * Whether `If-None-Match` holds the current tag, by weak comparison (RFC 9110 §13.1.2): a
+ * client that kept `W/"x"` (a proxy may weaken tags) has the representation tagged `"x"`.
+ */
+export function unchanged(condition: IfMatch, etag: string): boolean {
+  return condition.any || condition.tags.some((tag) => opaque(tag) === etag);
 }

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { forEachBackend } from '../helpers/setup.js';
 
-// ETag on reads and writes; If-Match on PATCH and DELETE (412 on a mismatch).
+// ETag on reads and writes; If-Match on PATCH and DELETE (412 on a mismatch); If-None-Match
+// on GET (304 while the plant is unchanged).
 
 // The plant's version in base 36 (core/etag.ts).
 const ETAG = /^"[0-9a-z]{1,13}"$/;
@@ -83,5 +84,44 @@ forEachBackend(({ setup }) => {
     });
     assert.equal(missing.statusCode, 404, 'a missing plant is 404, conditions aside');
     assert.equal(errorCode(missing.body), 40401);
+  });
+
+  test('If-None-Match: 304 without a body while the plant is unchanged, the plant after', async (t) => {
+    const { call } = await setup(t);
+    const url = '/plants/9223372036854775807';
+    await call({
+      method: 'POST',
+      url: '/plants',
+      json: '{"id":9223372036854775807,"name":"Fern"}',
+    });
+    const etag = String((await call({ method: 'GET', url })).headers.etag);
+    const read = (ifNoneMatch: string) =>
+      call({ method: 'GET', url, headers: { 'if-none-match': ifNoneMatch } });
+    for (const held of [etag, `W/${etag}`, `"nope", ${etag}`, '*']) {
+      const res = await read(held);
+      assert.equal(res.statusCode, 304, held);
+      assert.equal(res.body, '', held);
+      assert.equal(res.headers.etag, etag, held);
+    }
+    const other = await read('"nope"');
+    assert.equal(other.statusCode, 200);
+    assert.equal(JSON.parse(other.body).name, 'Fern');
+    const patched = await call({ method: 'PATCH', url, json: '{"name":"Ivy"}' });
+    const changed = await read(etag);
+    assert.equal(changed.statusCode, 200, 'the plant changed since the tag');
+    assert.equal(changed.headers.etag, patched.headers.etag);
+    assert.equal(JSON.parse(changed.body).name, 'Ivy');
+    for (const bad of ['nope', '"a" "b"', '']) {
+      const res = await read(bad);
+      assert.equal(res.statusCode, 400, bad);
+      assert.equal(errorCode(res.body), 40007, bad);
+      assert.match(res.body, /If-None-Match must be/, bad);
+    }
+    const missing = await call({
+      method: 'GET',
+      url: '/plants/4',
+      headers: { 'if-none-match': '*' },
+    });
+    assert.equal(missing.statusCode, 404, 'no plant, no representation to keep');
   });
 });

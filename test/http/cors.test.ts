@@ -19,7 +19,7 @@ const EXPOSED =
   'Location, ETag, Link, Retry-After, X-Request-Id, WWW-Authenticate, Allow, RateLimit, ' +
   'RateLimit-Policy, Idempotent-Replayed';
 const ALLOWED_HEADERS =
-  'Authorization, Content-Type, If-Match, Idempotency-Key, X-Request-Id, Last-Event-ID';
+  'Authorization, Content-Type, If-Match, If-None-Match, Idempotency-Key, X-Request-Id, Last-Event-ID';
 
 type Answer = { error: bigint; message: string };
 

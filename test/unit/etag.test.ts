@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { etagOf, matches } from '../../src/core/etag.js';
+import { etagOf, matches, unchanged } from '../../src/core/etag.js';
 
 // The entity tag is the plant's version (see core/plant.ts StoredPlant), written as a
 // quoted token: the same version, the same tag, whichever process or Node answers.
@@ -26,4 +26,12 @@ test('If-Match: * matches any tag; a list matches its members only, strongly', (
   assert.ok(matches({ any: true }, etag));
   assert.ok(matches({ any: false, tags: ['"x"', etag] }, etag));
   assert.ok(!matches({ any: false, tags: [`W/${etag}`] }, etag));
+});
+
+test('If-None-Match compares weakly: W/"x" is the representation tagged "x"', () => {
+  const etag = etagOf(plant(42n));
+  assert.ok(unchanged({ any: true }, etag));
+  assert.ok(unchanged({ any: false, tags: [`W/${etag}`] }, etag));
+  assert.ok(unchanged({ any: false, tags: ['"x"', etag] }, etag));
+  assert.ok(!unchanged({ any: false, tags: ['W/"x"', '"y"'] }, etag));
 });

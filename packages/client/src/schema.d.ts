@@ -723,7 +723,7 @@ export interface components {
   headers: {
     /** @description Path of what the answer points to: what was created (`/plants/42`, `/webhooks/7`) on a `201`, the page redirected to (`/docs`) on a `302` or `308`. */
     Location: string;
-    /** @description Strong entity tag of the plant as answered; send it back in `If-Match` to update or delete the plant only if nobody changed it since. */
+    /** @description Strong entity tag of the plant as answered; send it back in `If-Match` to update or delete the plant only if nobody changed it since, or in `If-None-Match` to read it again only if it changed (`304` otherwise). */
     ETag: string;
     /** @description RFC 8288 link to the next page, such as `</plants?limit=...&after=...>; rel="next"`; absent on the last page. */
     Link: string;
@@ -745,7 +745,7 @@ export interface components {
     'Access-Control-Allow-Origin': string;
     /** @description The methods of the path, e.g. `GET, PATCH, DELETE`. */
     'Access-Control-Allow-Methods': string;
-    /** @description Request headers a page may send: `Authorization`, `Content-Type`, `If-Match`, `Idempotency-Key`, `X-Request-Id`, `Last-Event-ID`. */
+    /** @description Request headers a page may send: `Authorization`, `Content-Type`, `If-Match`, `If-None-Match`, `Idempotency-Key`, `X-Request-Id`, `Last-Event-ID`. */
     'Access-Control-Allow-Headers': string;
     /** @description Seconds a browser may reuse this answer for the same request. */
     'Access-Control-Max-Age': '600';
@@ -1329,7 +1329,10 @@ export interface operations {
   getPlant: {
     parameters: {
       query?: never;
-      header?: never;
+      header?: {
+        /** @description `*` or entity tags from `ETag`: if the plant still has one of them (weak comparison), `304` with no body instead of the plant. Malformed: `400` (40007). */
+        'If-None-Match'?: string;
+      };
       path: {
         /** @description Identifier of the plant, a signed 64-bit integer. */
         id: bigint;
@@ -1351,6 +1354,17 @@ export interface operations {
           'application/json': components['schemas']['Plant'];
         };
       };
+      /** @description Not modified: the plant still has an entity tag given in If-None-Match. */
+      304: {
+        headers: {
+          'X-Request-Id': components['headers']['X-Request-Id'];
+          ETag: components['headers']['ETag'];
+          RateLimit: components['headers']['RateLimit'];
+          'RateLimit-Policy': components['headers']['RateLimit-Policy'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
       /**
        * @description Error. `error` is one of:
        *
@@ -1358,6 +1372,7 @@ export interface operations {
        *     - `40002` A query parameter is missing, unknown or invalid.
        *     - `40005` This operation takes no request body.
        *     - `40006` The HTTP request is malformed.
+       *     - `40007` The If-Match or If-None-Match header is malformed.
        */
       400: {
         headers: {
@@ -1554,7 +1569,7 @@ export interface operations {
        *     - `40002` A query parameter is missing, unknown or invalid.
        *     - `40005` This operation takes no request body.
        *     - `40006` The HTTP request is malformed.
-       *     - `40007` The If-Match header is malformed.
+       *     - `40007` The If-Match or If-None-Match header is malformed.
        */
       400: {
         headers: {
@@ -1909,7 +1924,7 @@ export interface operations {
        *     - `40003` The request body is not well-formed JSON.
        *     - `40004` The request body does not match the schema.
        *     - `40006` The HTTP request is malformed.
-       *     - `40007` The If-Match header is malformed.
+       *     - `40007` The If-Match or If-None-Match header is malformed.
        *     - `40009` The request body nests deeper than 16 levels or has an array of over 1000 items.
        */
       400: {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { etagOf } from '../../core/etag.js';
+import { etagOf, unchanged } from '../../core/etag.js';
 import { PLANT_LIMITS } from '../../core/plant.js';
 import type { PlantService, Writer } from '../../service/plant-service.js';
 import { idempotencyKeyOf } from '../../api/idempotency-key.js';
@@ -10,7 +10,7 @@ import {
   listPlants,
   updatePlant,
 } from '../../api/operations.js';
-import { parseIfMatch } from '../../api/preconditions.js';
+import { parseIfMatch, parseIfNoneMatch } from '../../api/preconditions.js';
 import { route } from './route.js';
 
 export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
@@ -39,8 +39,13 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
   });
 
   route(app, getPlant, async (request, reply) => {
+    const ifNoneMatch = parseIfNoneMatch(request.headers['if-none-match']);
     const plant = await plants.get(request.params.id);
-    return reply.header('etag', etagOf(plant)).send(plant);
+    const etag = etagOf(plant);
+    reply.header('etag', etag);
+    // The client has this representation already: 304, no body (RFC 9110 §13.1.2).
+    if (ifNoneMatch !== undefined && unchanged(ifNoneMatch, etag)) return reply.code(304).send();
+    return reply.send(plant);
   });
 
   route(app, updatePlant, async (request, reply) => {
