@@ -1,2 +1,2 @@
--- Nothing to store: on SQLite each process counts its rate limits in memory (see the
--- README, Rate limiting). The version exists so both databases number their schemas alike.
+-- Nothing to store: on SQLite each process counts its rate limits in memory (see
+-- docs/api.md, Rate limiting). The version exists so both databases number their schemas alike.
