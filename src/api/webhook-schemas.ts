@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { DELIVERY_STATUSES, WEBHOOK_EVENTS } from '../core/webhooks/events.js';
-import { WEBHOOK_LIMITS } from '../core/webhooks/endpoint.js';
+import { DISABLED_REASONS, WEBHOOK_LIMITS } from '../core/webhooks/endpoint.js';
 import { Int64, Plant } from './schemas.js';
 
 export const WebhookEventName = Type.Union(
@@ -46,6 +46,18 @@ const endpointFields = {
       'False once disabled: by a PATCH, by a `410 Gone` answer, or after failing only ' +
       'for the time `--webhook-disable-after` gives. A disabled endpoint gets no messages.',
   }),
+  disabledReason: Type.Optional(
+    Type.Union(
+      DISABLED_REASONS.map((reason) => Type.Literal(reason)),
+      {
+        description:
+          'Why the endpoint is disabled, only while it is: `request` (a PATCH), `gone` (its ' +
+          'receiver answered `410 Gone`) or `failing` (nothing but failures for ' +
+          '`--webhook-disable-after`). Absent if an older plantstore, which kept no ' +
+          'reason, disabled it.',
+      },
+    ),
+  ),
   createdAt: Time('When the endpoint was created.'),
   updatedAt: Time('When the endpoint was last changed.'),
 };

@@ -63,6 +63,20 @@ export function withoutSecret(endpoint: Endpoint | EndpointWithSecret): Endpoint
 /** One endpoint as a JSON line, its id exact; never its secret. */
 export const endpointJson = (endpoint: Endpoint) => `${stringifyBody(withoutSecret(endpoint))}\n`;
 
+/** Why it is disabled, in a few words a person reads without the docs. */
+const DISABLED_BECAUSE = {
+  request: 'no (by request)',
+  gone: 'no (410 Gone)',
+  failing: 'no (failing)',
+} as const;
+
+const enabledText = (endpoint: Endpoint) =>
+  endpoint.enabled
+    ? 'yes'
+    : endpoint.disabledReason === undefined
+      ? 'no'
+      : DISABLED_BECAUSE[endpoint.disabledReason];
+
 export function endpointTable(endpoints: readonly Endpoint[]): string {
   return table(
     ['ID', 'URL', 'EVENTS', 'ENABLED', 'DESCRIPTION'],
@@ -70,7 +84,7 @@ export function endpointTable(endpoints: readonly Endpoint[]): string {
       String(endpoint.id),
       endpoint.url,
       endpoint.events.join(','),
-      endpoint.enabled ? 'yes' : 'no',
+      enabledText(endpoint),
       endpoint.description ?? '-',
     ]),
   );

@@ -1,5 +1,11 @@
 import type { Log } from '../core/log.js';
-import type { Delivery, DeliveryAttempt, WebhookEndpoint } from '../core/webhooks/endpoint.js';
+import {
+  DISABLED_REASONS,
+  type Delivery,
+  type DeliveryAttempt,
+  type DisabledReason,
+  type WebhookEndpoint,
+} from '../core/webhooks/endpoint.js';
 import { type DeliveryStatus, isWebhookEvent, type WebhookEvent } from '../core/webhooks/events.js';
 import type { ClaimedMessage } from './store.js';
 
@@ -16,7 +22,8 @@ export const eventsFromText = (text: string): WebhookEvent[] =>
 
 export const eventsToText = (events: readonly WebhookEvent[]): string => events.join(' ');
 
-export const ENDPOINT_COLUMNS = 'id, url, events, description, enabled, created_at, updated_at';
+export const ENDPOINT_COLUMNS =
+  'id, url, events, description, enabled, disabled_reason, created_at, updated_at';
 
 export interface EndpointRow {
   id: bigint;
@@ -24,9 +31,24 @@ export interface EndpointRow {
   events: string;
   description: string | null;
   enabled: boolean | bigint | number;
+  disabled_reason: string | null;
   created_at: unknown;
   updated_at: unknown;
 }
+
+const isDisabledReason = (text: string | null): text is DisabledReason =>
+  (DISABLED_REASONS as readonly (string | null)[]).includes(text);
+
+/**
+ * The `disabled_reason` an endpoint update sets, `enabled` the new value if the update sets
+ * one (SQL on `enabled` and `disabled_reason`, the columns before the update): a PATCH that
+ * disables an enabled endpoint is the reason; one that disables it again keeps the first.
+ */
+export const DISABLED_REASON_AFTER_UPDATE = (enabled: string) =>
+  `CASE WHEN ${enabled} IS NULL THEN disabled_reason
+     WHEN ${enabled} THEN NULL
+     WHEN enabled THEN 'request'
+     ELSE disabled_reason END`;
 
 export function toEndpoint(row: EndpointRow, time: TimeReader): WebhookEndpoint {
   return {
@@ -35,6 +57,10 @@ export function toEndpoint(row: EndpointRow, time: TimeReader): WebhookEndpoint 
     events: eventsFromText(row.events),
     ...(row.description !== null && { description: row.description }),
     enabled: Boolean(row.enabled),
+    ...(!row.enabled &&
+      isDisabledReason(row.disabled_reason) && {
+        disabledReason: row.disabled_reason,
+      }),
     createdAt: time(row.created_at),
     updatedAt: time(row.updated_at),
   };

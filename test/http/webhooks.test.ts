@@ -30,6 +30,7 @@ interface Endpoint {
   events: string[];
   description?: string;
   enabled: boolean;
+  disabledReason?: string;
   createdAt: string;
   updatedAt: string;
   secret?: string;
@@ -110,8 +111,25 @@ forEachBackend(({ setup }) => {
     const after = body<Endpoint>(patched);
     assert.equal(after.description, undefined);
     assert.equal(after.enabled, false);
+    assert.equal(after.disabledReason, 'request');
     assert.deepEqual(after.events, ['plant.deleted']);
     assert.equal(after.url, endpoint.url);
+    const patch = async (change: object) => {
+      const res = await app.call({
+        method: 'PATCH',
+        url: `/webhooks/${endpoint.id}`,
+        token,
+        headers: { 'content-type': 'application/merge-patch+json' },
+        payload: JSON.stringify(change),
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      return body<Endpoint>(res);
+    };
+    assert.equal((await patch({ description: 'still off' })).disabledReason, 'request');
+    const enabled = await patch({ enabled: true });
+    assert.equal(enabled.enabled, true);
+    assert.equal(enabled.disabledReason, undefined, 'only while disabled');
+    assert.equal((await patch({ enabled: false })).disabledReason, 'request');
 
     assert.equal(
       (await app.call({ method: 'DELETE', url: `/webhooks/${endpoint.id}`, token })).statusCode,

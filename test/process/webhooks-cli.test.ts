@@ -139,8 +139,8 @@ test('endpoints: create, list, get, update, rotate-secret and delete', async (t)
     ok(disabled, 'update --disable');
     assert.equal(
       disabled.stdout,
-      'ID  URL                        EVENTS         ENABLED  DESCRIPTION\n' +
-        '2   http://127.0.0.1:10/moved  plant.created  no       Old\\u{1b}[2J\n',
+      'ID  URL                        EVENTS         ENABLED          DESCRIPTION\n' +
+        '2   http://127.0.0.1:10/moved  plant.created  no (by request)  Old\\u{1b}[2J\n',
       'a terminal is shown escape sequences, not given them',
     );
     const enabled = await run([
@@ -415,6 +415,9 @@ test('docs/cli.md, Webhooks on a running server: the example runs as written', a
   assert.match(output, /^1 {3}http:\/\/127\.0\.0\.1:\d+\/hooks\/plants {2}.* {2}yes {6}CRM$/m);
   assert.match(output, /^\{"id":1,"url":"http:\/\/127\.0\.0\.1:\d+\/hooks\/plants"/m);
   assert.match(output, /^ID {2}STATUS +EVENT .*\n1 {3}\w+ +plant\.created {2}1 /m);
-  assert.match(output, /^1 {3}http:\S+ +plant\.created,plant\.deleted {2}no {7}CRM$/m);
+  assert.match(
+    output,
+    /^1 {3}http:\S+ +plant\.created,plant\.deleted {2}no \(by request\) {2}CRM$/m,
+  );
   assert.equal(JSON.parse((await receiver.waitFor(1))[0]!.body).name, 'Fern');
 });

@@ -309,12 +309,18 @@ function webhookContract(open: Open): void {
       assert.ok(
         await store.webhookQueue.finish(a!.id, a!.claimedUntil, attempt(410), { kind: 'gone' }),
       );
-      assert.equal((await store.webhooks.get(endpoint.id))?.enabled, false);
+      const disabled = await store.webhooks.get(endpoint.id);
+      assert.equal(disabled?.enabled, false);
+      assert.equal(disabled?.disabledReason, 'gone');
+      // Disabling it again by a request keeps why it was disabled first.
+      await store.webhooks.update(endpoint.id, { enabled: false }, new Date());
+      assert.equal((await store.webhooks.get(endpoint.id))?.disabledReason, 'gone');
       assert.deepEqual(await store.webhookQueue.claim(FAR, 1000, 10), []);
       assert.equal(await store.webhookQueue.nextDue(T0), null);
       await store.plants.insert({ name: 'c' });
       assert.equal(await fanOutAll(store), 0, 'c: no enabled endpoint subscribes');
-      await store.webhooks.update(endpoint.id, { enabled: true }, new Date());
+      const enabled = await store.webhooks.update(endpoint.id, { enabled: true }, new Date());
+      assert.equal(enabled?.disabledReason, undefined);
       const resumed = await store.webhookQueue.claim(FAR, 1000, 10);
       assert.equal(resumed.length, 2, 'a and b; c came while the endpoint was disabled');
       assert.equal(resumed[0]!.id, a!.id);
@@ -351,6 +357,7 @@ function webhookContract(open: Open): void {
       assert.equal(await q.disableFailing(at(-1), at(40)), 0, 'failing since 0, not before -1');
       assert.equal(await q.disableFailing(at(0), at(40)), 1);
       assert.equal((await store.webhooks.get(failing.id))?.enabled, false);
+      assert.equal((await store.webhooks.get(failing.id))?.disabledReason, 'failing');
       assert.equal((await store.webhooks.get(healthy.id))?.enabled, true);
     });
 

@@ -588,6 +588,8 @@ export interface components {
       description?: string;
       /** @description False once disabled: by a PATCH, by a `410 Gone` answer, or after failing only for the time `--webhook-disable-after` gives. A disabled endpoint gets no messages. */
       enabled: boolean;
+      /** @description Why the endpoint is disabled, only while it is: `request` (a PATCH), `gone` (its receiver answered `410 Gone`) or `failing` (nothing but failures for `--webhook-disable-after`). Absent if an older plantstore, which kept no reason, disabled it. */
+      disabledReason?: 'request' | 'gone' | 'failing';
       /**
        * Format: date-time
        * @description When the endpoint was created.
@@ -614,6 +616,8 @@ export interface components {
       description?: string;
       /** @description False once disabled: by a PATCH, by a `410 Gone` answer, or after failing only for the time `--webhook-disable-after` gives. A disabled endpoint gets no messages. */
       enabled: boolean;
+      /** @description Why the endpoint is disabled, only while it is: `request` (a PATCH), `gone` (its receiver answered `410 Gone`) or `failing` (nothing but failures for `--webhook-disable-after`). Absent if an older plantstore, which kept no reason, disabled it. */
+      disabledReason?: 'request' | 'gone' | 'failing';
       /**
        * Format: date-time
        * @description When the endpoint was created.

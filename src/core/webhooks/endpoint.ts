@@ -11,6 +11,13 @@ export const WEBHOOK_LIMITS = {
   listMax: 1000,
 } as const;
 
+/**
+ * Why an endpoint is disabled: a PATCH asked, its receiver answered `410 Gone`, or it did
+ * nothing but fail for `--webhook-disable-after`.
+ */
+export const DISABLED_REASONS = ['request', 'gone', 'failing'] as const;
+export type DisabledReason = (typeof DISABLED_REASONS)[number];
+
 /** An endpoint as the API shows it; its secret is never part of it. */
 export interface WebhookEndpoint {
   id: bigint;
@@ -19,6 +26,8 @@ export interface WebhookEndpoint {
   /** Absent when none was given. */
   description?: string;
   enabled: boolean;
+  /** Why it is disabled; absent while enabled, or if disabled before the reason was kept. */
+  disabledReason?: DisabledReason;
   createdAt: Date;
   updatedAt: Date;
 }

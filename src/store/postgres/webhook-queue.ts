@@ -58,6 +58,8 @@ const FINISH = `WITH settled AS (
       failing_since = CASE WHEN $11 = 'delivered' THEN NULL
                            ELSE coalesce(e.failing_since, $6) END,
       enabled = e.enabled AND $11 <> 'gone',
+      disabled_reason = CASE WHEN $11 = 'gone' AND e.enabled THEN 'gone'
+                             ELSE e.disabled_reason END,
       updated_at = CASE WHEN $11 = 'gone' THEN $6 ELSE e.updated_at END
     FROM settled s WHERE e.id = s.endpoint_id)
   SELECT count(*) AS settled FROM settled`;
@@ -143,7 +145,7 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
     async disableFailing(since, now) {
       const { rowCount } = await query(
         'webhooks.disableFailing',
-        `UPDATE webhook_endpoints SET enabled = false, updated_at = $2
+        `UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'failing', updated_at = $2
          WHERE enabled AND failing_since <= $1`,
         [since, now],
       );

@@ -9,6 +9,7 @@ import type { WebhookEvent } from '../../core/webhooks/events.js';
 import { WebhookEndpointLimitError, type WebhookStore } from '../store.js';
 import {
   ATTEMPT_COLUMNS,
+  DISABLED_REASON_AFTER_UPDATE,
   type AttemptRow,
   ENDPOINT_COLUMNS,
   type EndpointRow,
@@ -155,6 +156,7 @@ async function update(
     `UPDATE webhook_endpoints SET url = coalesce($2, url), events = coalesce($3, events),
        description = CASE WHEN $4::boolean THEN $5 ELSE description END,
        enabled = coalesce($6, enabled),
+       disabled_reason = ${DISABLED_REASON_AFTER_UPDATE('$6::boolean')},
        failing_since = CASE WHEN $6 THEN NULL ELSE failing_since END,
        updated_at = $7
      WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,

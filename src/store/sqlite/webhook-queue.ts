@@ -66,6 +66,7 @@ function prepare(db: Database.Database) {
     ),
     gone: db.prepare(
       `UPDATE webhook_endpoints SET enabled = 0, updated_at = ?,
+         disabled_reason = CASE WHEN enabled THEN 'gone' ELSE disabled_reason END,
          failing_since = coalesce(failing_since, ?) WHERE id = ?`,
     ),
     // Due after the claim at @after: what was due by then and is still pending is held back
@@ -86,7 +87,7 @@ function prepare(db: Database.Database) {
     purgeAttempts: db.prepare(`DELETE FROM webhook_attempts WHERE message_id IN (${PURGED})`),
     purge: db.prepare(`DELETE FROM webhook_messages WHERE id IN (${PURGED})`),
     disableFailing: db.prepare(
-      `UPDATE webhook_endpoints SET enabled = 0, updated_at = ?
+      `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'failing', updated_at = ?
        WHERE enabled AND failing_since <= ?`,
     ),
   };

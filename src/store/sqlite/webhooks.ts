@@ -12,6 +12,7 @@ import type { Plant } from '../../core/plant.js';
 import { WebhookEndpointLimitError, type WebhookStore } from '../store.js';
 import {
   ATTEMPT_COLUMNS,
+  DISABLED_REASON_AFTER_UPDATE,
   type AttemptRow,
   ENDPOINT_COLUMNS,
   type EndpointRow,
@@ -48,6 +49,7 @@ function prepare(db: Database.Database) {
          events = coalesce(@events, events),
          description = CASE WHEN @setDescription THEN @description ELSE description END,
          enabled = coalesce(@enabled, enabled),
+         disabled_reason = ${DISABLED_REASON_AFTER_UPDATE('@enabled')},
          failing_since = CASE WHEN @enabled = 1 THEN NULL ELSE failing_since END,
          updated_at = @at
        WHERE id = @id RETURNING ${ENDPOINT_COLUMNS}`,
