@@ -358,3 +358,57 @@ test(
     assert.deepEqual(rows, [{ name: 'newer' }]);
   },
 );
+
+test(
+  'PostgreSQL: a backup killed outright (SIGKILL) stops pg_dump at its next write',
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const url = await freshOwnDatabase(t);
+    const dir = makeTempDir(t);
+    assert.equal((await runCli(['token', 'create', '--database-url', url])).code, 0);
+    await adminRun(
+      url,
+      `INSERT INTO plants (id, name) SELECT i, 'p' || i FROM generate_series(1, 1000) i`,
+    );
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    holder.on('error', () => undefined);
+    t.after(() => holder.end().catch(() => undefined));
+    await holder.query('BEGIN; LOCK TABLE plants IN ACCESS EXCLUSIVE MODE');
+    /** The sessions of pg_dump: waiting on the lock, `waiting`, or any. */
+    const dumps = async (waiting: boolean) => {
+      await holder.query('SELECT pg_stat_clear_snapshot()');
+      const { rows } = await holder.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity a
+         WHERE a.application_name = 'pg_dump' AND a.datname = current_database()
+           AND (NOT $1 OR EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted))`,
+        [waiting],
+      );
+      return rows[0]!.n;
+    };
+    const child = spawn(
+      process.execPath,
+      [join(ROOT, 'bin', 'plantstore'), 'backup', join(dir, 'killed.dump'), '--database-url', url],
+      { env: cleanEnv() },
+    );
+    const closed = once(child, 'close');
+    while (child.exitCode === null && (await dumps(true)) === 0) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    child.kill('SIGKILL');
+    await closed;
+    // pg_dump goes on once the lock is free: its first write of the dump finds no reader.
+    await holder.query('COMMIT');
+    const deadline = Date.now() + 30_000;
+    while ((await dumps(false)) > 0) {
+      assert.ok(Date.now() < deadline, 'pg_dump still connected 30 s after its backup died');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    // Nothing could remove the private file of a process killed outright; nothing was
+    // written to it either: before, pg_dump wrote the whole dump there, unasked.
+    const left = readdirSync(dir);
+    assert.equal(left.length, 1, left.join(' '));
+    assert.match(left[0]!, /^\.killed\.dump\.\d+\.partial$/);
+    assert.equal(statSync(join(dir, left[0]!)).size, 0);
+  },
+);

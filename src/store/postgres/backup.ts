@@ -15,7 +15,7 @@ import {
 import { loadMigrations, type Migration } from '../migrations.js';
 import { recordMigration } from './migrate.js';
 import { SERVING_APPLICATION } from './open.js';
-import { restoreThroughPsql, runTool, toolConnection } from './pg-tools.js';
+import { dumpTo, restoreThroughPsql, runTool, toolConnection } from './pg-tools.js';
 import {
   carry,
   countersReached,
@@ -113,8 +113,8 @@ async function connected<T>(
 
 /**
  * Writes the store's schema to `file` (which must not exist) with pg_dump, custom format,
- * readable by its owner only: a consistent snapshot while servers keep serving. pg_dump
- * writes a private file beside it, which takes the name only once complete.
+ * readable by its owner only: a consistent snapshot while servers keep serving. The dump goes
+ * to a private file beside it, which takes the name only once complete and synced.
  */
 export async function backupPostgres(
   url: string,
@@ -132,8 +132,7 @@ export async function backupPostgres(
     closeSync(openSync(partial, 'wx', 0o600));
     // A quoted pattern: the schema's name exactly, capitals and all.
     const pattern = `--schema=${quoteIdent(schema)}`;
-    const args = ['--format=custom', pattern, `--file=${partial}`, tool.url];
-    await runTool('pg_dump', args, tool.env, signal && { signal, command: 'backup' });
+    await dumpTo(partial, ['--format=custom', pattern, tool.url], tool.env, signal);
     if (signal?.aborted) throw new BackupInterrupted('backup');
     linkSync(partial, target);
   } catch (error) {

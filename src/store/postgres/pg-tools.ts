@@ -2,6 +2,9 @@
 // password kept off their command lines, their failures as BackupErrors in the user's words.
 
 import { spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
 import { BackupError, BackupInterrupted } from '../backup.js';
 
 /** How a tool connects: the URL for its command line, and its environment. */
@@ -97,6 +100,45 @@ export function runTool(
       else reject(toolFailed(command, code, Buffer.concat(err).toString('utf8')));
     });
   });
+}
+
+/**
+ * Runs pg_dump with `args` (which write to standard output), its output written to the
+ * existing file `path` through this process and synced; the backup's SIGINT/SIGTERM/SIGHUP as
+ * runTool's. Through this process rather than pg_dump's --file: should this process be
+ * killed outright (SIGKILL, which nothing can catch), pg_dump's next write finds the pipe
+ * closed and it stops, instead of dumping the whole database into a file no one removes
+ * while holding its snapshot open.
+ */
+export async function dumpTo(
+  path: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  signal?: AbortSignal,
+): Promise<void> {
+  if (signal?.aborted) throw new BackupInterrupted('backup');
+  const child = spawn('pg_dump', args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+  signal?.addEventListener('abort', () => child.kill(), { once: true });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const ended = new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+    child.on('error', (error) => reject(toolMissing('pg_dump', error)));
+    child.on('close', (code, by) => resolve([code, by]));
+  });
+  // A failed write here (a full disk) ends the pipe, and pg_dump with it.
+  const written = pipeline(child.stdout, createWriteStream(path, { flags: 'r+' }));
+  const [[code, by]] = await Promise.all([ended, written]);
+  if (code !== 0) {
+    if (signal?.aborted || stoppedBy(by)) throw new BackupInterrupted('backup');
+    throw toolFailed('pg_dump', code, stderr);
+  }
+  // On disk before it takes the backup's name, as pg_dump's own --file would be.
+  const file = await open(path, 'r+');
+  try {
+    await file.sync();
+  } finally {
+    await file.close();
+  }
 }
 
 /**
