@@ -1,2 +1,3 @@
 -- Nothing to store: on SQLite each process counts its rate limits in memory (see
--- docs/api.md, Rate limiting). The version exists so both databases number their schemas alike.
+-- docs/api.md, Rate limiting). The version exists because PostgreSQL's 0003 stores them; the
+-- two databases' numbers parted later (0007 on), each counting its own migrations.

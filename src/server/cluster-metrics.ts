@@ -31,11 +31,23 @@ export function answerPrimary(registry: client.Registry): void {
     if (!isRecord(message) || message.type !== ASK || typeof message.id !== 'number') return;
     const { id } = message;
     registry.getMetricsAsJSON().then(
-      (metrics) => send({ type: ANSWER, id, metrics }),
-      (error: unknown) => send({ type: ANSWER, id, error: String(error) }),
+      (metrics) => send({ type: ANSWER, id, metrics }, undefined, undefined, unsent),
+      (error: unknown) =>
+        send({ type: ANSWER, id, error: String(error) }, undefined, undefined, unsent),
     );
   });
-  send({ type: READY });
+  send({ type: READY }, undefined, undefined, unsent);
+}
+
+// Without a callback, a send on a closed channel (the primary gone, this worker stopping)
+// is an 'error' on the process, uncaught. The primary stops waiting for a worker that exits.
+const unsent = () => undefined;
+
+/** A scrape before any worker has started: Prometheus should try again, not record zeros. */
+export class NoWorkerYet extends Error {
+  constructor() {
+    super('no worker has started yet');
+  }
 }
 
 interface Asking {
@@ -81,11 +93,12 @@ export class WorkerMetrics {
         else reject(error);
       };
       this.asks.set(id, { waiting, answers, done: finish });
-      if (waiting.size === 0) finish();
+      if (waiting.size === 0) finish(new NoWorkerYet());
       for (const worker of waiting) {
-        // A worker whose channel has just closed is not waited for (its exit follows).
+        // A worker whose channel has just closed is not waited for; its exit takes it out of
+        // `answering`.
         worker.send({ type: ASK, id }, undefined, (error) => {
-          if (error !== null) this.gone(worker);
+          if (error !== null && waiting.delete(worker) && waiting.size === 0) finish();
         });
       }
     });

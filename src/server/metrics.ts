@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
 import type { Metrics } from '../core/metrics.js';
 import type { PoolState } from '../store/store.js';
-import { answerPrimary, WorkerMetrics } from './cluster-metrics.js';
+import { answerPrimary, NoWorkerYet, WorkerMetrics } from './cluster-metrics.js';
 import { RequestTally } from './request-tally.js';
 
 /** Where `/metrics` is served: a listener of its own, so it is never public by accident. */
@@ -202,6 +202,12 @@ export async function serveMetrics(
     collect().then(
       ({ text, contentType }) => response.writeHead(200, { 'content-type': contentType }).end(text),
       (error: unknown) => {
+        if (error instanceof NoWorkerYet) {
+          response
+            .writeHead(503, { 'content-type': 'text/plain', 'retry-after': '1' })
+            .end(`${error.message}\n`);
+          return;
+        }
         onError(error);
         response.writeHead(500, { 'content-type': 'text/plain' }).end('metrics failed\n');
       },

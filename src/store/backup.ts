@@ -1,5 +1,8 @@
 // What the backup and restore commands of both databases report, and refuse with.
 
+import { closeSync, fsyncSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
+
 /** A backup or restore that cannot go ahead; its message says why, in the user's words. */
 export class BackupError extends Error {}
 
@@ -32,4 +35,14 @@ export interface RestoreReport extends BackupReport {
    * if they could not: the restored store may give one of them to a new plant.
    */
   idsNotCarried?: string;
+}
+
+/** Makes the entry of `name` in its directory durable (after a rename or a link to it). */
+export function syncDirectoryOf(name: string): void {
+  const dir = openSync(dirname(name), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
 }

@@ -58,6 +58,7 @@ forEachBackend(({ setup }) => {
       call({ method: 'PATCH', url: '/plants/3', json: '{}', headers: { 'if-match': ifMatch } });
     assert.equal((await patch('*')).statusCode, 200, 'any current representation');
     assert.equal((await patch(`"nope", ${etag}`)).statusCode, 200, 'one of a list');
+    assert.equal((await patch(`, "nope",, ${etag} ,`)).statusCode, 200, 'empty elements');
     const weak = await patch(`W/${etag}`);
     assert.equal(weak.statusCode, 412, 'weak tags never match strongly');
     // The plant has not changed: the answer says what is wrong with the tag instead.
@@ -97,7 +98,7 @@ forEachBackend(({ setup }) => {
     const etag = String((await call({ method: 'GET', url })).headers.etag);
     const read = (ifNoneMatch: string) =>
       call({ method: 'GET', url, headers: { 'if-none-match': ifNoneMatch } });
-    for (const held of [etag, `W/${etag}`, `"nope", ${etag}`, '*']) {
+    for (const held of [etag, `W/${etag}`, `"nope", ${etag}`, `"nope",,${etag},`, '*']) {
       const res = await read(held);
       assert.equal(res.statusCode, 304, held);
       assert.equal(res.body, '', held);

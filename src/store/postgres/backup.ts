@@ -11,6 +11,7 @@ import {
   BackupInterrupted,
   type BackupReport,
   type RestoreReport,
+  syncDirectoryOf,
 } from '../backup.js';
 import { loadMigrations, type Migration } from '../migrations.js';
 import { recordMigration } from './migrate.js';
@@ -135,6 +136,7 @@ export async function backupPostgres(
     await dumpTo(partial, ['--format=custom', pattern, tool.url], tool.env, signal);
     if (signal?.aborted) throw new BackupInterrupted('backup');
     linkSync(partial, target);
+    syncDirectoryOf(target);
   } catch (error) {
     if (error instanceof BackupError) throw error;
     // The name taken while pg_dump wrote (linkSync never replaces a file).

@@ -118,16 +118,29 @@ export async function dumpTo(
 ): Promise<void> {
   if (signal?.aborted) throw new BackupInterrupted('backup');
   const child = spawn('pg_dump', args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-  signal?.addEventListener('abort', () => child.kill(), { once: true });
+  const stop = () => child.kill();
+  signal?.addEventListener('abort', stop, { once: true });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const ended = new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
     child.on('error', (error) => reject(toolMissing('pg_dump', error)));
     child.on('close', (code, by) => resolve([code, by]));
   });
-  // A failed write here (a full disk) ends the pipe, and pg_dump with it.
-  const written = pipeline(child.stdout, createWriteStream(path, { flags: 'r+' }));
-  const [[code, by]] = await Promise.all([ended, written]);
+  // A write that fails here (a full disk) stops pg_dump, which is waited for: the caller
+  // removes the file once nothing writes it.
+  const written = pipeline(child.stdout, createWriteStream(path, { flags: 'r+' })).catch(
+    (error: Error) => {
+      child.kill();
+      return error;
+    },
+  );
+  const [exit, failedWrite] = await Promise.allSettled([ended, written]);
+  signal?.removeEventListener('abort', stop);
+  if (exit.status === 'rejected') throw exit.reason;
+  if (failedWrite.status === 'fulfilled' && failedWrite.value instanceof Error) {
+    throw new BackupError(`the backup could not be written: ${failedWrite.value.message}`);
+  }
+  const [code, by] = exit.value;
   if (code !== 0) {
     if (signal?.aborted || stoppedBy(by)) throw new BackupInterrupted('backup');
     throw toolFailed('pg_dump', code, stderr);

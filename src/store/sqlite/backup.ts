@@ -1,13 +1,13 @@
 // Backing up and restoring a SQLite database while, or instead of, a server using it.
 
 import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import {
   BackupError,
   BackupInterrupted,
   type BackupReport,
   type RestoreReport,
+  syncDirectoryOf,
 } from '../backup.js';
 import { loadMigrations } from '../migrations.js';
 import { isSqliteError } from './query.js';
@@ -215,10 +215,5 @@ function publish(partial: string, name: string): void {
     closeSync(fd);
   }
   renameSync(partial, name);
-  const dir = openSync(dirname(name), 'r');
-  try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
-  }
+  syncDirectoryOf(name);
 }
