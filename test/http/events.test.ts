@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { setImmediate } from 'node:timers/promises';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { INT64_MAX } from '../../src/core/int64.js';
 import { readEvents } from '../helpers/event-stream.js';
 import { body, forEachBackend, type Setup } from '../helpers/setup.js';
@@ -258,7 +258,7 @@ forEachBackend(({ setup }) => {
     while (!answered) {
       later.push(`d${later.length}`);
       await app.create({ name: later.at(-1)! });
-      await new Promise((resolve) => setImmediate(resolve));
+      await nextTurn();
     }
     const waited = body<Event[]>(await waiting);
     assert.ok(waited.length > 0, 'the long poll answered with events');
@@ -308,7 +308,7 @@ forEachBackend(({ setup }) => {
     // stream's wait ended, this would go on for the heartbeat's ten minutes. Each try yields a
     // turn of the event loop: an injected 503 is answered without I/O, so a loop of them alone
     // never let the close be read, and ran out of memory on a loaded machine.
-    while ((await app.call('/events?wait=1s')).statusCode === 503) await setImmediate();
+    while ((await app.call('/events?wait=1s')).statusCode === 503) await nextTurn();
   });
 
   test('a stream ends once its token is revoked or has expired', async (t) => {
