@@ -257,3 +257,19 @@ export function typeChecks(client: ReturnType<typeof createClient>): void {
     void ids;
   });
 }
+
+test('a 304 to If-None-Match is a PlantstoreError of status 304: the plant is as you have it', async () => {
+  const { client, sent } = fake([{ status: 304, headers: { etag: '"a1"' } }]);
+  const asked = client.request('get', '/plants/{id}', {
+    params: { id: 7n },
+    headers: { 'if-none-match': '"a1"' },
+  });
+  const error = await asked.then(
+    () => assert.fail('a 304 has no plant to answer with'),
+    (thrown: unknown) => thrown,
+  );
+  assert.ok(error instanceof PlantstoreError);
+  assert.equal(error.status, 304);
+  assert.equal(error.headers.get('etag'), '"a1"');
+  assert.equal(sent[0]!.headers['if-none-match'], '"a1"');
+});
