@@ -1,7 +1,7 @@
 // What the backup and restore commands of both databases report, and refuse with.
 
-import { closeSync, fsyncSync, openSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, fsyncSync, openSync, readdirSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 
 /** A backup or restore that cannot go ahead; its message says why, in the user's words. */
 export class BackupError extends Error {}
@@ -44,5 +44,38 @@ export function syncDirectoryOf(name: string): void {
     fsyncSync(dir);
   } finally {
     closeSync(dir);
+  }
+}
+
+/**
+ * Removes the private copies a backup or restore of `name` left when it was killed outright
+ * (SIGKILL, a power cut: nothing could remove them then), each named by `pattern` with the
+ * process id it belonged to as its first group. A copy whose process still runs (another
+ * backup of the same file, right now) is left alone.
+ */
+export function removeDeadCopies(name: string, pattern: (base: string) => RegExp): void {
+  const dir = dirname(name);
+  const named = pattern(basename(name).replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    // No such directory (or none to read): the command's own write says so.
+    return;
+  }
+  for (const entry of entries) {
+    const pid = Number(named.exec(entry)?.[1]);
+    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || running(pid)) continue;
+    rmSync(join(dir, entry), { force: true });
+  }
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it runs, as another user.
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
   }
 }

@@ -410,5 +410,9 @@ test(
     assert.equal(left.length, 1, left.join(' '));
     assert.match(left[0]!, /^\.killed\.dump\.\d+\.partial$/);
     assert.equal(statSync(join(dir, left[0]!)).size, 0);
+    // The next backup of that name removes it.
+    const again = await runCli(['backup', join(dir, 'killed.dump'), '--database-url', url]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.deepEqual(readdirSync(dir), ['killed.dump']);
   },
 );

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import {
   copyFileSync,
   lstatSync,
@@ -358,6 +358,24 @@ test('a backup or restore stopped by a signal leaves no copy behind and changes 
   await assert.rejects(restoreSqlite(backup, db, stopped), /the store was not replaced/);
   assert.deepEqual(readdirSync(dir).sort(), files);
   assert.deepEqual(readFileSync(db), before);
+});
+
+test('a backup or restore removes the copies its killed predecessors left, not a live one', async (t) => {
+  const dir = makeTempDir(t);
+  const db = join(dir, 'plantstore.db');
+  assert.equal((await plantstore(['token', 'create', '--db', db])).code, 0);
+  // The pid of a process that has ended, as a backup killed outright would have had.
+  const dead = spawnSync('true').pid!;
+  const backup = join(dir, 'backup.db');
+  const left = [`backup.db.partial-${dead}`, `plantstore.db.partial-${dead}`];
+  // One that belongs to a process that runs: a backup of the same name under way.
+  const running = `backup.db.partial-${process.pid}`;
+  for (const name of [...left, running]) writeFileSync(join(dir, name), 'half a copy');
+  assert.equal((await plantstore(['backup', backup, '--db', db])).code, 0);
+  assert.ok(!readdirSync(dir).includes(left[0]!), 'the dead backup copy is gone');
+  assert.ok(readdirSync(dir).includes(running), 'a running backup keeps its copy');
+  assert.equal((await plantstore(['restore', backup, '--db', db])).code, 0);
+  assert.deepEqual(readdirSync(dir).sort(), ['backup.db', 'plantstore.db', running].sort());
 });
 
 test('a restore over a store older than server-assigned ids says their ids are not carried', async (t) => {

@@ -11,6 +11,7 @@ import {
   BackupInterrupted,
   type BackupReport,
   type RestoreReport,
+  removeDeadCopies,
   syncDirectoryOf,
 } from '../backup.js';
 import { loadMigrations, type Migration } from '../migrations.js';
@@ -129,6 +130,7 @@ export async function backupPostgres(
   const taken = () => new BackupError(`${file} exists already: name a new file for the backup`);
   if (existsSync(target)) throw taken();
   const partial = join(dirname(target), `.${basename(target)}.${process.pid}.partial`);
+  removeDeadCopies(target, (base) => new RegExp(`^\\.${base}\\.(\\d+)\\.partial$`));
   try {
     closeSync(openSync(partial, 'wx', 0o600));
     // A quoted pattern: the schema's name exactly, capitals and all.

@@ -7,6 +7,7 @@ import {
   BackupInterrupted,
   type BackupReport,
   type RestoreReport,
+  removeDeadCopies,
   syncDirectoryOf,
 } from '../backup.js';
 import { loadMigrations } from '../migrations.js';
@@ -111,6 +112,7 @@ async function copyThenPublish(
   vet: (partial: string) => void,
 ): Promise<number> {
   const partial = `${name}.partial-${process.pid}`;
+  removeDeadCopies(name, (base) => new RegExp(`^${base}\\.partial-(\\d+)$`));
   const { readonly, signal, command } = copy;
   // Each step of the copy holds the thread: a signal that came meanwhile is delivered once
   // the event loop polls again, so let it (setImmediate runs after the poll).
