@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { EVENT_LIMITS } from '../core/change-events.js';
 import { Int64, Plant } from './schemas.js';
+import { REFUSAL_KEYWORD } from './validation-messages.js';
 import { WebhookEventName } from './webhook-schemas.js';
 
 export const EventPosition = Int64({
@@ -77,6 +78,7 @@ export const EventQuery = Type.Object(
     wait: Type.Optional(
       Type.String({
         pattern: wait,
+        [REFUSAL_KEYWORD]: `wait must be whole seconds from 1s to ${EVENT_LIMITS.waitMaxSeconds}s, such as 30s.`,
         description:
           `Long poll (JSON only): \`1s\` to \`${EVENT_LIMITS.waitMaxSeconds}s\`. A page that ` +
           'would be empty waits this long for the next event instead of answering at once.',

@@ -1,5 +1,4 @@
 import type { ErrorObject } from 'ajv';
-import { EVENT_LIMITS } from '../core/change-events.js';
 import { INT64_MAX, INT64_RANGE, int64Spelling } from '../core/int64.js';
 import { PLANT_LIMITS } from '../core/plant.js';
 
@@ -29,6 +28,13 @@ export interface Refusal {
   /** The value validated (path and query values as strings where they did not convert). */
   value: unknown;
 }
+
+/**
+ * A schema's own words for a value it refuses, where its constraint (a pattern) has none a
+ * client could act on: the sentence the answer's message is. An annotation Ajv is taught
+ * (http/validation.ts); published in the OpenAPI document as an extension.
+ */
+export const REFUSAL_KEYWORD = 'x-refusal';
 
 const EXAMPLE_BODY = '{"name": "Fern", "tag": "shade"}';
 const NUL = '\u0000';
@@ -165,9 +171,8 @@ function fieldMessage(refusal: Refusal, field: string): string {
   }
   const allowed = allowedValues(schema);
   if (allowed.length > 0) return `${name} must be one of ${list(allowed, 'or')}.`;
-  if (name === 'wait' && refusal.part === 'querystring') {
-    return `wait must be whole seconds from 1s to ${EVENT_LIMITS.waitMaxSeconds}s, such as 30s.`;
-  }
+  const own = schema?.[REFUSAL_KEYWORD];
+  if (typeof own === 'string') return own;
   return `${name} is not valid: see ${refusal.part === 'body' ? 'its schema' : 'its description'} in /openapi.json.`;
 }
 

@@ -49,13 +49,7 @@ interface Connection {
 /** How often stalled answers are looked for; a send timeout holds to about this. */
 const SWEEP_MS = 1_000;
 
-/**
- * An HTTP server whose connections are bounded in memory and in time: at most
- * `inFlight` requests of one connection are handed to `handler` at once, and the socket is
- * not read while that many are unanswered; a client that pipelines more than `pipelined`
- * requests ahead of its answers, or takes nothing of an answer for `sendTimeoutMs`, is
- * disconnected. The request, header and keep-alive timeouts bound the other direction.
- */
+// The guard of each server one made: shutdown asks it what is still unanswered.
 const guards = new WeakMap<Server, ConnectionGuard>();
 
 /**
@@ -66,6 +60,13 @@ export function unansweredRequests(server: Server): number {
   return guards.get(server)?.unanswered() ?? 0;
 }
 
+/**
+ * An HTTP server whose connections are bounded in memory and in time: at most
+ * `inFlight` requests of one connection are handed to `handler` at once, and the socket is
+ * not read while that many are unanswered; a client that pipelines more than `pipelined`
+ * requests ahead of its answers, or takes nothing of an answer for `sendTimeoutMs`, is
+ * disconnected. The request, header and keep-alive timeouts bound the other direction.
+ */
 export class ConnectionGuard {
   private readonly connections = new Map<Socket, Connection>();
   private log: FastifyBaseLogger | undefined;

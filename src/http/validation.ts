@@ -8,6 +8,7 @@ import { addInt64Keyword, describesInt64, forBigIntValidation } from '../api/int
 import {
   type Owner,
   type Part,
+  REFUSAL_KEYWORD,
   type Refusal,
   validationMessage,
 } from '../api/validation-messages.js';
@@ -26,6 +27,8 @@ export function createAjv(options: { useDefaults?: boolean } = {}): Ajv2020 {
   });
   addFormats(ajv, ['int32']);
   addInt64Keyword(ajv);
+  // Words for the refusal message only (validation-messages.ts): nothing to check.
+  ajv.addKeyword({ keyword: REFUSAL_KEYWORD, schemaType: 'string' });
   return ajv;
 }
 

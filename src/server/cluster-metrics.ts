@@ -15,13 +15,17 @@ const ASK = 'plantstore:metrics-ask';
 const ANSWER = 'plantstore:metrics';
 
 /** How long a scrape waits for the workers' answers. */
-export const WORKER_ANSWER_MS = 5_000;
+const WORKER_ANSWER_MS = 5_000;
 
 type MetricJson = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null;
 }
+
+// Without a callback, a send on a closed channel (the primary gone, this worker stopping)
+// is an 'error' on the process, uncaught. The primary stops waiting for a worker that exits.
+const unsent = () => undefined;
 
 /** In a worker: answers the primary's asks with `registry`, then says it answers. */
 export function answerPrimary(registry: client.Registry): void {
@@ -38,10 +42,6 @@ export function answerPrimary(registry: client.Registry): void {
   });
   send({ type: READY }, undefined, undefined, unsent);
 }
-
-// Without a callback, a send on a closed channel (the primary gone, this worker stopping)
-// is an 'error' on the process, uncaught. The primary stops waiting for a worker that exits.
-const unsent = () => undefined;
 
 /** A scrape before any worker has started: Prometheus should try again, not record zeros. */
 export class NoWorkerYet extends Error {
