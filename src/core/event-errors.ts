@@ -1,4 +1,5 @@
-// The refusals of the changes feed's cursors, with the positions that explain them.
+// The refusals of the changes feed: its cursors, with the positions that explain them, and
+// its streams past their limit.
 
 import { ApiError } from './errors.js';
 
@@ -17,4 +18,13 @@ export const eventsPastHead = (after: bigint, head: bigint) =>
     `Position ${after} is past this store's newest event (${head}): it comes from another ` +
       'store, or from before this one was restored from a backup. Read GET /plants again and ' +
       'follow the events from there.',
+  );
+
+/** A stream or long poll past `--max-event-streams`, or while the server closes (503, 50302). */
+export const noEventStreamLeft = (max: number | undefined) =>
+  new ApiError(
+    'tooManyEventStreams',
+    max === undefined
+      ? 'The server is shutting down.'
+      : `This server has ${max} event streams open, the most it allows; retry later.`,
   );

@@ -1,9 +1,8 @@
 import { type ChangeEvent, EVENT_LIMITS } from '../core/change-events.js';
-import { eventsPastHead, eventsPruned } from '../core/event-errors.js';
-import { ApiError } from '../core/errors.js';
+import { eventsPastHead, eventsPruned, noEventStreamLeft } from '../core/event-errors.js';
 import { type Log, silentLog } from '../core/log.js';
 import type { EventLog, HandedEvents } from '../store/store.js';
-import { RecentEvents } from './recent-events.js';
+import { type FeedCursor, RecentEvents } from './recent-events.js';
 
 /** With no wake-up, the log is looked at this often while anyone waits. */
 export const FEED_POLL_MS = 1000;
@@ -43,11 +42,11 @@ type Waiter = { after: bigint; wake: (found: boolean) => void };
  * The changes feed (GET /events) over the store's log: pages read from the database, and, for
  * the streams and long polls that wait for what comes next, one shared look at the log per
  * wake-up (the store's, after a commit here or a NOTIFY or a new data_version from another
- * process; and once a second while anyone waits). The newest events are kept in memory, so a
- * thousand streams that are up to date cost one read of the database per change, not a
- * thousand; the events of this process's own commits, where the store hands them over
- * (SQLite), cost none while they follow what the feed holds. Counts the streams and long
- * polls open, to refuse those past `maxStreams`.
+ * process; and once a second while anyone waits). What open streams have yet to read is
+ * kept in memory: a thousand streams up to date cost one read of the database per change;
+ * the events of this process's own commits, where the store hands them over (SQLite), none
+ * while they follow what the feed holds. Counts the streams and long polls open, to refuse
+ * those past `maxStreams`.
  */
 export class EventFeed {
   readonly maxStreams: number;
@@ -119,6 +118,9 @@ export class EventFeed {
     return this.recent.after(after, limit) ?? (await this.page(after, limit)).events;
   }
 
+  /** A stream's cursor, at `position`: see FeedCursor. */
+  follow = (position: bigint): FeedCursor => this.recent.follow(position);
+
   /**
    * Resolves true once the feed knows of an event after `after`, false after `ms`, when
    * `signal` aborts, or when the feed closes.
@@ -148,13 +150,8 @@ export class EventFeed {
    * `tooManyEventStreams` when `maxStreams` are open already, `unavailable` when closing.
    */
   admit(): () => void {
-    if (this.closed) throw new ApiError('tooManyEventStreams', 'The server is shutting down.');
-    if (this.open >= this.maxStreams) {
-      throw new ApiError(
-        'tooManyEventStreams',
-        `This server has ${this.maxStreams} event streams open, the most it allows; retry later.`,
-      );
-    }
+    if (this.closed) throw noEventStreamLeft(undefined);
+    if (this.open >= this.maxStreams) throw noEventStreamLeft(this.maxStreams);
     this.open += 1;
     let released = false;
     return () => {
@@ -242,7 +239,9 @@ export class EventFeed {
     }, early);
   }
 
+  /** Wakes the waiters an event is known for, after dropping what every stream has read. */
   private wakeWaiters(): void {
+    this.recent.forgetRead();
     const head = this.recent.head;
     for (const waiter of [...this.waiters]) if (head > waiter.after) waiter.wake(true);
   }

@@ -49,14 +49,15 @@ class MemoryLog implements EventLog {
   }
 }
 
-/** A feed whose log holds `initial` events, started, with one stream open. */
+/** A feed whose log holds `initial` events, started, with one stream open at the head. */
 async function following(initial = 0n) {
   const log = new MemoryLog();
   for (let p = 1n; p <= initial; p++) log.commit([p], { here: false });
   const feed = new EventFeed(log);
   const release = feed.admit();
+  const cursor = feed.follow(initial);
   assert.deepEqual(await feed.after(initial, 10), []);
-  return { log, feed, release, readsBefore: log.reads };
+  return { log, feed, release, cursor, readsBefore: log.reads };
 }
 
 /** Resolves after the current turn of the event loop: its promise callbacks have run. */
@@ -153,6 +154,35 @@ describe('the changes feed and the events the store hands over', () => {
     const oldest = await feed.after(0n, 5);
     assert.deepEqual(positions(oldest), [1n, 2n, 3n, 4n, 5n]);
     assert.equal(log.reads, readsBefore + 1, 'older than memory: a page of the log');
+    feed.close();
+  });
+
+  it('drops from memory, at the next wake-up, the events every stream has read', async () => {
+    const { log, feed, cursor, readsBefore } = await following(0n);
+    const behind = feed.follow(0n);
+    const woken = feed.waitBeyond(0n, 60_000);
+    log.commit([1n, 2n, 3n], { here: true });
+    assert.equal(await woken, true);
+    assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n, 3n]);
+    // One stream has read them all, the other only the first.
+    cursor.position = 3n;
+    behind.position = 1n;
+    const next = feed.waitBeyond(3n, 60_000);
+    await aTurn(); // waiting: the wake-up, not the wait's own look, answers it
+    log.commit([4n], { here: true });
+    assert.equal(await next, true);
+    assert.deepEqual(positions(await feed.after(1n, 10)), [2n, 3n, 4n]);
+    assert.equal(log.reads, readsBefore, 'what the slower stream has yet to read is in memory');
+    // The slower stream ends: at the wake-up after, what the other has read is dropped.
+    behind.close();
+    const last = feed.waitBeyond(4n, 60_000);
+    await aTurn();
+    log.commit([5n], { here: true });
+    assert.equal(await last, true);
+    assert.deepEqual(positions(await feed.after(3n, 10)), [4n, 5n]);
+    assert.equal(log.reads, readsBefore, 'above the stream still open: memory');
+    assert.deepEqual(positions(await feed.after(1n, 10)), [2n, 3n, 4n, 5n]);
+    assert.equal(log.reads, readsBefore + 1, 'read by every stream: from the log');
     feed.close();
   });
 });

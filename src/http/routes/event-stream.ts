@@ -5,6 +5,7 @@ import type { ChangeEvent } from '../../core/change-events.js';
 import { ApiError } from '../../core/errors.js';
 import { eventFrame, HEARTBEAT, streamOpening } from '../../api/event-stream.js';
 import type { EventFeed } from '../../service/event-feed.js';
+import type { FeedCursor } from '../../service/recent-events.js';
 
 /** Events one read of the feed hands a stream at most. */
 const STREAM_BATCH = 100;
@@ -75,7 +76,22 @@ async function* frames(
   allowed: () => Promise<boolean>,
 ): AsyncGenerator<string> {
   yield streamOpening(after);
-  let position = after;
+  const cursor = feed.follow(after);
+  try {
+    yield* following(feed, cursor, signal, log, allowed);
+  } finally {
+    cursor.close();
+  }
+}
+
+async function* following(
+  feed: EventFeed,
+  cursor: FeedCursor,
+  signal: AbortSignal,
+  log: FastifyBaseLogger,
+  allowed: () => Promise<boolean>,
+): AsyncGenerator<string> {
+  let position = cursor.position;
   let checked = performance.now();
   let sent = checked;
   const open = () => !signal.aborted && !feed.isClosed;
@@ -97,8 +113,9 @@ async function* frames(
       return;
     }
     if (events.length > 0) {
+      // Moved on before the text is taken: a client slow to take it holds no events.
+      position = cursor.position = events.at(-1)!.position;
       yield textOf(events);
-      position = events.at(-1)!.position;
       sent = performance.now();
       // A full batch: the stream is catching up, its next read may be at hand at once (and
       // on SQLite, synchronous), and as long as the client's socket takes the text the
