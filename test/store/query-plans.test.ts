@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
+import { READ } from '../../src/store/postgres/plant-events.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { SQLITE } from '../helpers/backends.js';
 import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
@@ -267,6 +268,37 @@ describe('query plans', () => {
       },
     );
   }
+
+  // The feed's read, as a stream following the writes runs it, forty times a second: the
+  // page after a position near the head. On a store whose tables were never analysed, its
+  // estimated cost must stay below the threshold past which PostgreSQL compiles a plan (JIT)
+  // at each run: the horizon's one row planned as 2,200 once multiplied the page's cost.
+  it(
+    "PostgreSQL: a stream's read of the feed is not compiled (JIT), on stale statistics",
+    { skip: POSTGRES_SKIP },
+    async (t) => {
+      const url = await freshDatabase(t);
+      await (await openPostgresStore({ url, poolSize: 1 })).close();
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      t.after(() => client.end());
+      await client.query(`
+        ALTER TABLE audit_log SET (autovacuum_enabled = off);
+        ALTER TABLE event_horizon SET (autovacuum_enabled = off);
+        INSERT INTO audit_log (at, action, plant_id, after_name)
+          SELECT now(), 'create', i, 'plant ' || i FROM generate_series(1, 20000) i;`);
+      const { rows } = await client.query<{ on: boolean; above: number }>(
+        `SELECT current_setting('jit')::boolean AS on,
+           current_setting('jit_above_cost')::float8 AS above`,
+      );
+      const { above } = rows[0]!;
+      // The page a stream 130 events behind reads, up to the watermark at the head.
+      const explain = await client.query(`EXPLAIN (FORMAT JSON) ${READ}`, ['19870', 1000, '20000']);
+      const plan = (explain.rows[0] as { 'QUERY PLAN': { Plan: PlanNode }[] })['QUERY PLAN'][0]!;
+      const cost = plan.Plan['Total Cost'] ?? 0;
+      assert.ok(cost < above, `estimated cost ${cost}, jit_above_cost ${above}`);
+    },
+  );
 
   // A skip's reads must not depend on the statistics being current: after an import of many
   // client ids, autovacuum analyses plant_ids_taken only later, and the planner then takes a
