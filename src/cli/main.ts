@@ -77,12 +77,17 @@ const VERSION = (
   }
 ).version;
 
+/** The words that run `command`: `plantstore webhooks create`. */
+function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c !== null; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
 function program(): Command {
   const root = new Command('plantstore')
     .description('The plant store HTTP API and its administration.')
-    .version(VERSION, '-V, --version', 'print the version of plantstore')
-    .showHelpAfterError()
-    .exitOverride();
+    .version(VERSION, '-V, --version', 'print the version of plantstore');
 
   root
     .command('serve')
@@ -276,9 +281,13 @@ function program(): Command {
   root.addCommand(plantsCommand());
   root.addCommand(eventsCommand());
   root.addCommand(webhooksCommand());
-  // Subcommands inherit neither exitOverride nor help-after-error; set them on each.
+  // Subcommands inherit neither exitOverride nor help-after-error; set them on each. A
+  // pointer to the help, not the help itself: serve's runs to a hundred lines, and printed
+  // after the error it scrolled the error out of sight.
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
-  for (const command of all(root)) command.exitOverride().showHelpAfterError();
+  for (const command of all(root)) {
+    command.exitOverride().showHelpAfterError(`(${commandPath(command)} --help lists the options)`);
+  }
   return root;
 }
 

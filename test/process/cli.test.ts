@@ -185,6 +185,23 @@ describe('plantstore --help', () => {
   }
 });
 
+describe('a usage error', () => {
+  for (const [args, error, command] of [
+    [['serve', '--durability', 'foo'], /argument 'foo' is invalid/, 'plantstore serve'],
+    [['webhooks', 'create', '--nope'], /unknown option '--nope'/, 'plantstore webhooks create'],
+    [['nope'], /unknown command 'nope'/, 'plantstore'],
+  ] as const) {
+    it(`${args.join(' ')}: the error, then where the help is, not the help (exit 2)`, async () => {
+      const res = await run([...args]);
+      assert.equal(res.code, 2, res.stderr);
+      const lines = res.stderr.trimEnd().split('\n');
+      assert.match(lines[0]!, error);
+      assert.deepEqual(lines.slice(1), [`(${command} --help lists the options)`]);
+      assert.equal(res.stdout, '');
+    });
+  }
+});
+
 describe('plantstore --version', () => {
   const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
     version: string;
