@@ -27,6 +27,7 @@ import {
   USAGE,
   UsageError,
 } from './options.js';
+import { usageErrorsOf } from './usage-errors.js';
 import { auditCommand } from './audit-command.js';
 import {
   defaultMaxEventStreams,
@@ -76,13 +77,6 @@ const VERSION = (
     version: string;
   }
 ).version;
-
-/** The words that run `command`: `plantstore webhooks create`. */
-function commandPath(command: Command): string {
-  const names: string[] = [];
-  for (let c: Command | null = command; c !== null; c = c.parent) names.unshift(c.name());
-  return names.join(' ');
-}
 
 function program(): Command {
   const root = new Command('plantstore')
@@ -281,13 +275,7 @@ function program(): Command {
   root.addCommand(plantsCommand());
   root.addCommand(eventsCommand());
   root.addCommand(webhooksCommand());
-  // Subcommands inherit neither exitOverride nor help-after-error; set them on each. A
-  // pointer to the help, not the help itself: serve's runs to a hundred lines, and printed
-  // after the error it scrolled the error out of sight.
-  const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
-  for (const command of all(root)) {
-    command.exitOverride().showHelpAfterError(`(${commandPath(command)} --help lists the options)`);
-  }
+  usageErrorsOf(root);
   return root;
 }
 
