@@ -24,7 +24,7 @@ import { historyPhase } from './phases/history.js';
 import { importPhase } from './phases/imports.js';
 import { webhookLagPhase } from './phases/webhook-lag.js';
 import { webhookPhase } from './phases/webhooks.js';
-import { resultsMarkdown, type RunMeta } from './report/results.js';
+import { commitText, resultsMarkdown, type RunMeta } from './report/results.js';
 import { fullPlan, selectGroups } from './rows/plan.js';
 import type { Row } from './rows/rows.js';
 
@@ -111,6 +111,7 @@ async function measure(options: BenchOptions, ctx: PhaseContext, runReasons: str
 
 async function main(): Promise<number> {
   const started = performance.now();
+  const commit = commitText();
   const options = parseOptions(process.argv.slice(2));
   if (options === 'help') {
     process.stdout.write(`${USAGE}\n`);
@@ -161,6 +162,7 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2).join(' ');
   const meta: RunMeta = {
     command: `npm run bench${args ? ` -- ${args}` : ''}`,
+    commit,
     elapsedS: (performance.now() - started) / 1000,
     wrkVersion: wrk.version,
     pinned,
