@@ -147,7 +147,7 @@ export class EventFeed {
 
   /**
    * Counts a stream or long poll as open until the function answered is called; throws
-   * `tooManyEventStreams` when `maxStreams` are open already, `unavailable` when closing.
+   * `tooManyEventStreams` when `maxStreams` are open already, or when the feed is closing.
    */
   admit(): () => void {
     if (this.closed) throw noEventStreamLeft(undefined);

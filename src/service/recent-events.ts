@@ -19,7 +19,7 @@ export interface FeedCursor {
 /**
  * The newest events of the log, every one above `low` up to `head` with nothing between,
  * oldest first: what the feed serves from memory. Only what some open stream has yet to read
- * is kept (`forgetRead`, at each of the feed's wake-ups, a few times a second: one pass over
+ * is kept (`forgetRead`, at each of the feed's wake-ups, at most every 15 ms: one pass over
  * the streams, not one at each append), so that events live a wake-up or two and most die
  * young. A fixed 1,024 kept lived long enough for the collector to move each one into its
  * old generation: with one stream following, a mark-compact every 1.5 s where there was one
@@ -44,10 +44,16 @@ export class RecentEvents {
     return cursor;
   }
 
-  /** Drops the events every open stream has read (all of them, with no stream open). */
+  /**
+   * Drops the events every open stream has read (all of them, with no stream open), streams
+   * behind what is held aside.
+   */
   forgetRead(): void {
     let read = this.high;
-    for (const cursor of this.cursors) if (cursor.position < read) read = cursor.position;
+    // A stream below what is held reads the log until it is up to date: it pins nothing.
+    for (const { position } of this.cursors) {
+      if (position >= this.low && position < read) read = position;
+    }
     this.forget(read);
   }
 

@@ -317,25 +317,30 @@ export async function postgresFindings(
   return { findings, planned };
 }
 
-/** The estimated cost past which PostgreSQL compiles a plan (JIT); Infinity with JIT off. */
-async function jitThreshold(client: pg.Client): Promise<number> {
+/**
+ * The estimated cost above which PostgreSQL compiles a plan (JIT): this server's
+ * jit_above_cost, or the default (100,000) where this server has JIT off, since the servers
+ * plantstore runs against may not.
+ */
+export async function jitThreshold(client: pg.Client): Promise<number> {
   const { rows } = await client.query<{ on: boolean; above: number }>(
     `SELECT current_setting('jit')::boolean AS on,
        current_setting('jit_above_cost')::float8 AS above`,
   );
   const { on, above } = rows[0]!;
-  return on && above >= 0 ? above : Infinity;
+  return on && above >= 0 ? above : 100_000;
 }
 
 /**
- * A plan whose estimated cost reaches the JIT threshold: PostgreSQL (JIT on, its default)
+ * A plan whose estimated cost passes the JIT threshold: PostgreSQL (JIT on, its default)
  * compiles it at every run, milliseconds each for a statement that runs in a fraction of
  * one. A misestimate does it, such as 2,200 rows for a one-row table never analysed.
  */
-function compiled(statement: string, sql: string, plan: PlanNode, above: number): Finding[] {
-  const cost = plan['Total Cost'] ?? 0;
-  if (cost < above) return [];
-  const kind = `estimated cost at or above jit_above_cost (${above})`;
+export function compiled(statement: string, sql: string, plan: PlanNode, above: number): Finding[] {
+  const cost = plan['Total Cost'];
+  assert.ok(cost !== undefined, `${statement}: a plan without its cost`);
+  if (cost <= above) return [];
+  const kind = `estimated cost above jit_above_cost (${above})`;
   return [
     {
       statement,

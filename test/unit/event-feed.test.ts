@@ -185,4 +185,30 @@ describe('the changes feed and the events the store hands over', () => {
     assert.equal(log.reads, readsBefore + 1, 'read by every stream: from the log');
     feed.close();
   });
+
+  it('a stream behind what memory holds pins nothing: it reads the log anyway', async () => {
+    const { log, feed, cursor, readsBefore } = await following(0n);
+    const woken = feed.waitBeyond(0n, 60_000);
+    await aTurn();
+    log.commit([1n, 2n, 3n], { here: true });
+    assert.equal(await woken, true);
+    cursor.position = 3n;
+    const next = feed.waitBeyond(3n, 60_000);
+    await aTurn();
+    log.commit([4n], { here: true });
+    assert.equal(await next, true); // 1 to 3 dropped: every stream had them
+    // A stream resuming from 1, below what is held, and the first stream up to date.
+    const behind = feed.follow(1n);
+    cursor.position = 4n;
+    const last = feed.waitBeyond(4n, 60_000);
+    await aTurn();
+    log.commit([5n], { here: true });
+    assert.equal(await last, true);
+    assert.deepEqual(positions(await feed.after(4n, 10)), [5n]);
+    assert.equal(log.reads, readsBefore, 'what the stream up to date reads is in memory');
+    assert.deepEqual(positions(await feed.after(3n, 10)), [4n, 5n]);
+    assert.equal(log.reads, readsBefore + 1, '4 was dropped though the stream behind lacks it');
+    behind.close();
+    feed.close();
+  });
 });

@@ -113,15 +113,17 @@ async function* following(
       return;
     }
     if (events.length > 0) {
-      // Moved on before the text is taken: a client slow to take it holds no events.
+      // Moved on before the text is taken: a client slow to take it holds none of the
+      // feed's memory (its own batch only).
       position = cursor.position = events.at(-1)!.position;
+      const full = events.length === STREAM_BATCH;
       yield textOf(events);
       sent = performance.now();
       // A full batch: the stream is catching up, its next read may be at hand at once (and
       // on SQLite, synchronous), and as long as the client's socket takes the text the
       // stream would read on without the event loop ever turning: a few readers from an old
       // position held every other request for seconds. A turn between its batches.
-      if (events.length === STREAM_BATCH) await nextTurn();
+      if (full) await nextTurn();
       continue;
     }
     const idle = performance.now() - sent;
