@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
@@ -160,6 +160,16 @@ function report(findings: Finding[], allowed: Allowance[], strict = true): void 
   assert.deepEqual(unused, [], 'allow-list entries that no statement needs any more: remove them');
 }
 
+/** A client of a fresh database the store has migrated (and closed), ended after `t`. */
+async function migratedClient(t: TestContext): Promise<pg.Client> {
+  const url = await freshDatabase(t);
+  await (await openPostgresStore({ url, poolSize: 1 })).close();
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  t.after(() => client.end());
+  return client;
+}
+
 describe('query plans', () => {
   it(
     'SQLite: no statement of the store scans or sorts a growing table',
@@ -279,11 +289,7 @@ describe('query plans', () => {
     "PostgreSQL: a stream's read of the feed is not compiled (JIT), on stale statistics",
     { skip: POSTGRES_SKIP },
     async (t) => {
-      const url = await freshDatabase(t);
-      await (await openPostgresStore({ url, poolSize: 1 })).close();
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      t.after(() => client.end());
+      const client = await migratedClient(t);
       await client.query(`
         ALTER TABLE audit_log SET (autovacuum_enabled = off);
         ALTER TABLE event_horizon SET (autovacuum_enabled = off);
@@ -326,11 +332,7 @@ describe('query plans', () => {
     'PostgreSQL: a skip reads at most 64 taken ids a statement, on stale statistics',
     { skip: POSTGRES_SKIP },
     async (t) => {
-      const url = await freshDatabase(t);
-      await (await openPostgresStore({ url, poolSize: 1 })).close();
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      t.after(() => client.end());
+      const client = await migratedClient(t);
       await client.query(`
         ALTER TABLE plant_ids_taken SET (autovacuum_enabled = off);
         INSERT INTO plant_ids_taken (id) SELECT 2 * i FROM generate_series(1, 30000) i;
