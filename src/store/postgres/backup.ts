@@ -164,7 +164,8 @@ async function missingMigrations(
     'pg_restore',
     ['--data-only', `--schema=${schema}`, '--table=schema_migrations', '--file=-', file],
     process.env,
-    signal && { signal, command: 'restore' },
+    signal,
+    'restore',
   );
   const copy = /^COPY .+ \(version, name, applied_at\) FROM stdin;\n([\s\S]*?)^\\\.$/m.exec(data);
   if (copy === null)

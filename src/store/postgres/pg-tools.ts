@@ -74,58 +74,69 @@ export function toolFailed(command: string, code: number | null, stderr: string)
 const stoppedBy = (signal: NodeJS.Signals | null) =>
   signal === 'SIGINT' || signal === 'SIGTERM' || signal === 'SIGHUP';
 
-/** Runs `command` to its end; answers its standard output, or throws with its standard error. */
-export function runTool(
+/**
+ * Starts `command`, stopped when `stop` aborts, and how it ends: resolved when it exits 0;
+ * else rejected with BackupInterrupted when it was stopped (the abort, or a Ctrl-C that reached
+ * the tool as well as this process, maybe first), or with its standard error.
+ */
+function started(
   command: string,
   args: string[],
-  env = process.env,
-  signal?: { signal: AbortSignal; command: 'backup' | 'restore' },
-): Promise<string> {
-  return new Promise((resolve, reject) => {
-    if (signal?.signal.aborted) return reject(new BackupInterrupted(signal.command));
-    // In this process's group, so that whatever stops the whole job (a closed terminal, a
-    // killed group) stops the tool too, rather than leave it writing a copy no one removes.
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-    signal?.signal.addEventListener('abort', () => child.kill(), { once: true });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
+  env: NodeJS.ProcessEnv,
+  stop?: AbortSignal,
+  what: 'backup' | 'restore' = 'backup',
+) {
+  if (stop?.aborted) throw new BackupInterrupted(what);
+  // In this process's group, so that whatever stops the whole job (a closed terminal, a
+  // killed group) stops the tool too, rather than leave it writing a copy no one removes.
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const kill = () => child.kill();
+  stop?.addEventListener('abort', kill, { once: true });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const ended = new Promise<void>((resolve, reject) => {
     child.on('error', (error) => reject(toolMissing(command, error)));
-    child.on('close', (code, ended) => {
-      if (code === 0) resolve(Buffer.concat(out).toString('utf8'));
-      // A Ctrl-C reaches the tool as well as this process, maybe first: a stop all the same.
-      else if (signal !== undefined && (signal.signal.aborted || stoppedBy(ended)))
-        reject(new BackupInterrupted(signal.command));
-      else reject(toolFailed(command, code, Buffer.concat(err).toString('utf8')));
+    child.on('close', (code, by) => {
+      stop?.removeEventListener('abort', kill);
+      if (code === 0) resolve();
+      else if (stop !== undefined && (stop.aborted || stoppedBy(by))) {
+        reject(new BackupInterrupted(what));
+      } else reject(toolFailed(command, code, stderr));
     });
   });
+  return { child, ended };
+}
+
+/** Runs `command` to its end; answers its standard output, or throws with its standard error. */
+export async function runTool(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  stop?: AbortSignal,
+  what: 'backup' | 'restore' = 'backup',
+): Promise<string> {
+  const { child, ended } = started(command, args, env, stop, what);
+  const out: Buffer[] = [];
+  child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
+  await ended;
+  return Buffer.concat(out).toString('utf8');
 }
 
 /**
  * Runs pg_dump with `args` (which write to standard output), its output written to the
- * existing file `path` through this process and synced; the backup's SIGINT/SIGTERM/SIGHUP as
- * runTool's. Through this process rather than pg_dump's --file: should this process be
- * killed outright (SIGKILL, which nothing can catch), pg_dump's next write finds the pipe
- * closed and it stops, instead of dumping the whole database into a file no one removes
- * while holding its snapshot open.
+ * existing file `path` through this process and synced; stopped as runTool's tools are.
+ * Through this process rather than pg_dump's --file: should this process be killed outright
+ * (SIGKILL, which nothing can catch), pg_dump's next write finds the pipe closed and it
+ * stops, instead of dumping the whole database into a file no one removes while holding its
+ * snapshot open.
  */
 export async function dumpTo(
   path: string,
   args: string[],
   env: NodeJS.ProcessEnv,
-  signal?: AbortSignal,
+  stop?: AbortSignal,
 ): Promise<void> {
-  if (signal?.aborted) throw new BackupInterrupted('backup');
-  const child = spawn('pg_dump', args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-  const stop = () => child.kill();
-  signal?.addEventListener('abort', stop, { once: true });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const ended = new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-    child.on('error', (error) => reject(toolMissing('pg_dump', error)));
-    child.on('close', (code, by) => resolve([code, by]));
-  });
+  const { child, ended } = started('pg_dump', args, env, stop);
   // A write that fails here (a full disk) stops pg_dump, which is waited for: the caller
   // removes the file once nothing writes it.
   const written = pipeline(child.stdout, createWriteStream(path, { flags: 'r+' })).catch(
@@ -135,16 +146,13 @@ export async function dumpTo(
     },
   );
   const [exit, failedWrite] = await Promise.allSettled([ended, written]);
-  signal?.removeEventListener('abort', stop);
+  // A pg_dump that never started (no pid) says why itself; one killed for a failed write
+  // would say only "ended by a signal".
+  const writeError = failedWrite.status === 'fulfilled' ? failedWrite.value : undefined;
+  if (writeError instanceof Error && child.pid !== undefined) {
+    throw new BackupError(`the backup could not be written: ${writeError.message}`);
+  }
   if (exit.status === 'rejected') throw exit.reason;
-  if (failedWrite.status === 'fulfilled' && failedWrite.value instanceof Error) {
-    throw new BackupError(`the backup could not be written: ${failedWrite.value.message}`);
-  }
-  const [code, by] = exit.value;
-  if (code !== 0) {
-    if (signal?.aborted || stoppedBy(by)) throw new BackupInterrupted('backup');
-    throw toolFailed('pg_dump', code, stderr);
-  }
   // On disk before it takes the backup's name, as pg_dump's own --file would be.
   const file = await open(path, 'r+');
   try {
