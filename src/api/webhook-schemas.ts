@@ -115,9 +115,10 @@ export const WebhookEndpointPatch = Type.Object(
     enabled: Type.Optional(
       Type.Boolean({
         description:
-          'false stops sending to the endpoint: its pending messages are kept, and changes ' +
-          'made while it is disabled are not queued for it. true re-enables it: the pending ' +
-          'messages are sent, then every new change.',
+          'false stops sending to the endpoint: its pending messages are kept, and the ' +
+          'changes made while it is disabled wait for it in the changes log. true re-enables ' +
+          'it: the pending messages are sent, then the changes made meanwhile (those the log ' +
+          'still keeps, --events-retention), then every new change.',
       }),
     ),
   },

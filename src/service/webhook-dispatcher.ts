@@ -24,7 +24,7 @@ const FINISH_MARGIN_MS = 2000;
 const EMPTY_CLAIM_SLEEP_MS = 250;
 
 /**
- * Sends the webhook messages of the outbox: claims due messages with a lease, so that
+ * Sends the webhook messages of the queue: claims due messages with a lease, so that
  * every process may run one and no two send the same attempt at once; sends them, and
  * records each outcome. Woken by a commit that wrote messages (and on PostgreSQL by another
  * process's NOTIFY), it also looks at the queue every `pollMs`. It never rejects: failures of

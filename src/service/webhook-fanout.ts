@@ -24,12 +24,15 @@ export interface FanOutOptions {
 const SHARE_WINDOW_MS = 1000;
 
 /**
- * Fans out the events that plant writes record into messages, a bounded batch at a time
- * (WebhookEvents.fanOut), so that a write costs the same however many endpoints there are.
- * Every `serve` process runs one; on PostgreSQL they share the events (each batch is locked
- * by the one taking it). Woken by each commit of this process that recorded an event, it also
- * looks every `pollMs`, for events another process left (it stopped, or the database failed
- * it). The store wakes the dispatcher when a batch wrote messages.
+ * Fans out the events of the log (plant writes' audit entries) into messages, a bounded batch
+ * at a time (WebhookEvents.fanOut), so that a write costs the same however many endpoints
+ * there are. Every `serve` process runs one; on PostgreSQL they share the endpoints (each
+ * batch moves an endpoint only from where it read it). Woken by each commit of this process
+ * that wrote a plant, ended a message or changed an endpoint, it also looks every `pollMs`,
+ * for what other processes did. While no endpoint has room for messages (none, or every one
+ * holding its most, as one that never answers does), a plant write does not wake it: only
+ * the end of a message, a change of an endpoint, or the poll. The store wakes the dispatcher
+ * when a batch wrote messages.
  *
  * With a backlog (many endpoints, a burst of writes), it takes at most `share` of the time,
  * wake-ups or not, so that the work of the messages never starves the writes that record
@@ -42,6 +45,8 @@ export class WebhookFanOut {
   private readonly options: Required<FanOutOptions>;
   private closing = false;
   private woken = false;
+  /** Whether an endpoint had room at the last fan-out: new events are worth a look. */
+  private room = true;
   private wake: () => void = () => undefined;
   private unsubscribe: (() => void) | undefined;
   private loop: Promise<void> | undefined;
@@ -57,7 +62,9 @@ export class WebhookFanOut {
 
   start(): void {
     if (this.loop !== undefined || this.closing) return;
-    this.unsubscribe = this.options.events.onEvents(() => this.signal());
+    this.unsubscribe = this.options.events.onEvents((why) => {
+      if (why === 'room' || this.room) this.signal();
+    });
     this.loop = this.run();
   }
 
@@ -83,7 +90,8 @@ export class WebhookFanOut {
       const step = await this.step();
       this.refill();
       this.budget -= this.options.now() - started;
-      if (step !== undefined && step.events > 0) {
+      if (step !== undefined) this.room = step.room;
+      if (step !== undefined && step.endpoints > 0) {
         // More may wait: go on, once the budget is back to nothing overspent.
         if (this.budget < 0) await this.sleep(-this.budget / this.options.share, false);
       } else {

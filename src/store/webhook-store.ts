@@ -15,8 +15,8 @@ import type { WebhookEvent } from '../core/webhooks/events.js';
 
 /**
  * Webhook endpoints and the messages written for them. The messages themselves come from
- * the events PlantStore records in the transaction of the change they tell of (the outbox),
- * fanned out by WebhookEvents.
+ * the log of plant events (each write's audit entry, in the write's own transaction), fanned
+ * out by WebhookEvents.
  */
 export interface WebhookStore {
   /**
@@ -51,35 +51,44 @@ export interface WebhookStore {
 
 /** What one fan-out did. */
 export interface FanOutStep {
-  /** Events it took: 0 when none was waiting (or other processes hold those there are). */
-  events: number;
-  /** Of those, the events whose messages are all written: deleted. */
-  finished: number;
+  /**
+   * Endpoints it found behind the log's head with room for messages: 0 when none had
+   * anything to get. Those another process moved at the same time count too (more may wait).
+   */
+  endpoints: number;
   /** Messages it wrote. */
   messages: number;
+  /**
+   * Whether an enabled endpoint has room for more messages: while none has, new events give
+   * the fan-out nothing to do until a message ends or an endpoint changes.
+   */
+  room: boolean;
 }
 
+/** Why the fan-out may have work: a plant write's event, or room an endpoint may have got. */
+export type FanOutWake = 'events' | 'room';
+
 /**
- * The events of plant writes: each write records its event once, in its own transaction,
- * when an enabled endpoint subscribes to the event's type, so that what a write costs does
- * not grow with the endpoints. The fan-out turns them into messages afterwards: an event goes
- * to every endpoint created before its write (in the write's view of the endpoints) that is
- * enabled and subscribed to its type when the fan-out runs.
+ * The webhook messages of the changes feed's log (EventLog: a plant write's audit entry is its
+ * event, and a write records nothing more for the webhooks, so that what it costs does not
+ * grow with the endpoints). Each endpoint has a position in the log, from its creation on;
+ * the fan-out gives it, as messages, the events above it of the types it subscribes to, while
+ * it is enabled and has fewer than MESSAGES_PER_ENDPOINT messages pending (webhook-log.ts).
  */
 export interface WebhookEvents {
   /**
-   * Writes the messages of the oldest waiting events, at most `maxMessages` (an event with
-   * more endpoints is taken up again where it stopped by the next call), and deletes the
-   * events whose messages are all written, all in one transaction: a crash loses and doubles
-   * nothing. Events another process is fanning out are passed over (PostgreSQL: FOR UPDATE
-   * SKIP LOCKED). Wakes the queue's listeners (onMessages) when it wrote a message.
+   * Writes the messages of the endpoints furthest behind, about `maxMessages` at most, and
+   * moves their positions, all in one transaction: a crash loses and doubles nothing.
+   * Endpoints another process is fanning out are passed over. Wakes the queue's listeners
+   * (onMessages) when it wrote a message.
    */
   fanOut(maxMessages: number): Promise<FanOutStep>;
   /**
-   * Calls `listener` after each commit in this process that recorded an event; answers the
-   * function that stops it.
+   * Calls `listener` after each commit in this process that may give the fan-out work: a
+   * plant write ('events'), the end of a message or a change of an endpoint ('room');
+   * answers the function that stops it.
    */
-  onEvents(listener: () => void): () => void;
+  onEvents(listener: (why: FanOutWake) => void): () => void;
 }
 
 /** A message claimed for one attempt, with what is needed to send it. */

@@ -1,9 +1,10 @@
 import type { Store } from '../../src/store/store.js';
 
 /**
- * Fans out every event waiting, as the fan-out of a `serve` process would (it runs none in
- * the store and HTTP tests): the messages of the writes made so far are in the queue when it
- * resolves. Answers how many messages it wrote.
+ * Fans out until no endpoint has anything to get, as the fan-out of a `serve` process would
+ * (it runs none in the store and HTTP tests): the messages of the writes made so far are in
+ * the queue when it resolves, as many as each endpoint has room for. Answers how many
+ * messages it wrote.
  */
 export async function fanOutAll(
   store: Pick<Store, 'webhookEvents'>,
@@ -13,6 +14,6 @@ export async function fanOutAll(
   for (;;) {
     const step = await store.webhookEvents.fanOut(maxMessages);
     messages += step.messages;
-    if (step.events === 0) return messages;
+    if (step.endpoints === 0) return messages;
   }
 }

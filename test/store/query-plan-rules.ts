@@ -426,10 +426,6 @@ export async function fill(client: pg.Client, { analyze = true } = {}): Promise<
       FROM generate_series(1, ${n}) i;
     INSERT INTO webhook_attempts (message_id, at, duration_ms, http_status, response_excerpt)
       SELECT id, created_at, 5, 200, '' FROM webhook_messages;
-    INSERT INTO webhook_events (event_type, payload, created_at, endpoint_max)
-      SELECT 'plant.created', '{}', now() - i * interval '1 second',
-        (SELECT max(id) FROM webhook_endpoints)
-      FROM generate_series(1, ${n}) i;
     INSERT INTO rate_limits (policy, subject, window_start, window_end, count)
       SELECT 'token', (i % 5000)::text, (i / 5000) * 60, (i / 5000) * 60 + 60, 1
       FROM generate_series(1, ${n}) i ON CONFLICT DO NOTHING;

@@ -38,7 +38,6 @@ const GROWING = new Set([
   'idempotency_keys',
   'webhook_messages',
   'webhook_attempts',
-  'webhook_events',
   'rate_limits',
   'plant_ids_taken',
   'plant_id_runs',
@@ -61,15 +60,6 @@ const SQLITE_ALLOWED: Allowance[] = [
     table: 'plants',
     kind: 'SCAN plants',
     reason: 'the first page of the list: walks plants in id order and stops after LIMIT rows',
-  },
-  {
-    statement:
-      /^SELECT ev\.id, \(SELECT count\(\*\) FROM webhook_endpoints e WHERE .*\) AS targets FROM webhook_events ev ORDER BY ev\.id LIMIT \?$/,
-    table: 'webhook_events',
-    kind: 'SCAN ev',
-    reason:
-      'the fan-out takes the oldest events: walks webhook_events in id order and stops after ' +
-      'LIMIT rows (at most 1,000, fewer the more endpoints are enabled)',
   },
   {
     statement: "SELECT count(*) FROM webhook_messages WHERE status = 'pending'",
@@ -95,15 +85,6 @@ const POSTGRES_ALLOWED: Allowance[] = [
     table: 'plants',
     kind: 'Index Scan of all of plants_pkey',
     reason: 'the first page of the list: walks plants_pkey in order and stops after LIMIT rows',
-  },
-  {
-    statement: 'webhooks.fanOut',
-    table: 'webhook_events',
-    kind: 'Index Scan of all of webhook_events_pkey',
-    reason:
-      'the fan-out takes the oldest events not locked by another fan-out: walks ' +
-      'webhook_events_pkey in order and stops after LIMIT rows (at most 1,000, fewer the more ' +
-      'endpoints are enabled)',
   },
   {
     statement: 'webhooks.pending',

@@ -3,21 +3,23 @@ import { EventEmitter, once } from 'node:events';
 import { it, type TestContext } from 'node:test';
 import type { Log } from '../../src/core/log.js';
 import { WebhookFanOut } from '../../src/service/webhook-fanout.js';
-import type { FanOutStep, WebhookEvents } from '../../src/store/store.js';
+import type { FanOutStep, FanOutWake, WebhookEvents } from '../../src/store/store.js';
 
 // The fan-out loop against events in memory: what wakes it, how it goes on through a
 // backlog and at what pace, what it does with a failure, and how it stops. The clock that
 // times the batches is the test's; nothing waits for a timer to run out.
 
-const NONE: FanOutStep = { events: 0, finished: 0, messages: 0 };
-const ONE: FanOutStep = { events: 1, finished: 1, messages: 3 };
+const NONE: FanOutStep = { endpoints: 0, messages: 0, room: true };
+const ONE: FanOutStep = { endpoints: 1, messages: 3, room: true };
+/** Nothing to do, and no endpoint with room for a message. */
+const FULL: FanOutStep = { endpoints: 0, messages: 0, room: false };
 
 /** Answers the steps given, in order (a step that is an Error is thrown), then NONE. */
 class MemoryEvents extends EventEmitter implements WebhookEvents {
   readonly calls: number[] = [];
   /** Calls whose answer the loop has had (a turn of the event loop after each). */
   private answered = 0;
-  private readonly subscribers = new Set<() => void>();
+  private readonly subscribers = new Set<(why: FanOutWake) => void>();
 
   constructor(
     private readonly steps: (FanOutStep | Error)[],
@@ -39,14 +41,14 @@ class MemoryEvents extends EventEmitter implements WebhookEvents {
     return step;
   }
 
-  onEvents(listener: () => void): () => void {
+  onEvents(listener: (why: FanOutWake) => void): () => void {
     this.subscribers.add(listener);
     return () => this.subscribers.delete(listener);
   }
 
-  /** A write of this process committed an event. */
-  recorded(): void {
-    for (const listener of this.subscribers) listener();
+  /** A write of this process committed ('events'), or a message ended ('room'). */
+  recorded(why: FanOutWake = 'events'): void {
+    for (const listener of this.subscribers) listener(why);
   }
 
   /** Resolves once the loop has had the answers of `n` calls of fanOut in all. */
@@ -77,6 +79,25 @@ it('looks once at the start, then fans out at each event recorded, at most 1,000
   events.recorded();
   await events.called(2);
   assert.deepEqual(events.calls, [1000, 1000]);
+});
+
+it('while no endpoint has room, writes do not wake it; a message that ends does', async (t) => {
+  const clock = { ms: 0 };
+  const events = new MemoryEvents([FULL, FULL, NONE, NONE], clock);
+  start(t, events, clock);
+  await events.called(1);
+  for (let i = 0; i < 5; i++) events.recorded('events');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(events.calls.length, 1, 'no fan-out for the writes');
+  events.recorded('room');
+  await events.called(2);
+  events.recorded('events');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(events.calls.length, 2, 'still no endpoint with room: no fan-out for the write');
+  events.recorded('room');
+  await events.called(3);
+  events.recorded('events');
+  await events.called(4);
 });
 
 it('goes on through a backlog, pausing so that it takes a tenth of the time at most', async (t) => {

@@ -647,7 +647,7 @@ export interface components {
       events?: ('plant.created' | 'plant.updated' | 'plant.deleted')[];
       /** @description New description, or null to remove it. */
       description?: string | null;
-      /** @description false stops sending to the endpoint: its pending messages are kept, and changes made while it is disabled are not queued for it. true re-enables it: the pending messages are sent, then every new change. */
+      /** @description false stops sending to the endpoint: its pending messages are kept, and the changes made while it is disabled wait for it in the changes log. true re-enables it: the pending messages are sent, then the changes made meanwhile (those the log still keeps, --events-retention), then every new change. */
       enabled?: boolean;
     };
     /** @description One message to one endpoint, and its attempts. */

@@ -3,7 +3,7 @@ import { parseIntoClientConfig } from 'pg-connection-string';
 import { type Log, silentLog } from '../../core/log.js';
 import { type Metrics, noMetrics } from '../../core/metrics.js';
 import { loadMigrations } from '../migrations.js';
-import type { Durability, Store } from '../store.js';
+import type { Durability, FanOutWake, Store } from '../store.js';
 import { postgresAudit } from './audit.js';
 import { postgresIdempotency } from './idempotency.js';
 import { migratePostgres } from './migrate.js';
@@ -84,10 +84,10 @@ export async function openPostgresStore(
   const pool = createPool(url, durability, poolSize, log);
   const query = poolQuery(pool, metrics);
   let closed = false;
-  // This process's commits that recorded events (plant writes) or wrote messages (fan-outs,
-  // retries). Only the plant writes of `serve` record events, and each `serve` fans out: no
-  // other process needs to hear of an event (they look for those left behind every second).
-  const events = new MessageSignal(log);
+  // This process's commits that may give the fan-out work (plant writes; ended messages and
+  // changed endpoints, which may make room) or wrote messages (fan-outs, retries). Each
+  // `serve` fans out: no other process needs to hear of them (each looks every second).
+  const wakes = new MessageSignal<FanOutWake>(log);
   const messages = new MessageSignal(log);
   // Other processes' messages (NOTIFY in their commits), heard on a LISTEN connection.
   const remote = new MessageSignal(log);
@@ -102,19 +102,27 @@ export async function openPostgresStore(
     log,
     [WEBHOOK_CHANNEL, EVENTS_CHANNEL],
   );
+  // The watermark for the fan-out alone: the store's log is an EventLog like any other.
+  const { readable, ...events } = postgresEventLog(
+    query,
+    written,
+    appended,
+    () => notifications.start(),
+    log,
+  );
+  const room = () => wakes.fire('room');
   return {
-    plants: postgresPlants(
-      query,
-      () => events.fire(),
-      () => written.fire(),
-    ),
+    plants: postgresPlants(query, () => {
+      written.fire();
+      wakes.fire('events');
+    }),
     tokens: postgresTokens(query),
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
-    webhooks: postgresWebhooks(query, () => messages.fire()),
-    webhookEvents: postgresWebhookEvents(query, events, messages),
-    webhookQueue: postgresWebhookQueue(query, messages),
-    events: postgresEventLog(query, written, appended, () => notifications.start(), log),
+    webhooks: postgresWebhooks(query, () => messages.fire(), room),
+    webhookEvents: postgresWebhookEvents(query, readable, wakes, messages),
+    webhookQueue: postgresWebhookQueue(query, messages, room),
+    events,
     onRemoteMessages(listener) {
       notifications.start();
       return remote.on(listener);

@@ -23,11 +23,6 @@ import {
   type KeyMode,
 } from './plant-statements.js';
 
-/** Whether a write recorded a webhook event (see outboxCtes). */
-export interface Outboxed {
-  events: bigint;
-}
-
 /** The parameters afterCreate and the other audited writes take, from the write's options. */
 export const origin = (by: WriteOrigin | undefined) => [
   // ISO text: pg writes a Date out in local time, field by field, at several times the cost.
@@ -40,7 +35,7 @@ export const origin = (by: WriteOrigin | undefined) => [
  * What a create answers: the plant if one was created; with its key in the statement, the
  * key's row if one was found (Partial<KeyRow>).
  */
-interface CreateRow extends Partial<StoredPlantRow>, Partial<KeyRow>, Outboxed {
+interface CreateRow extends Partial<StoredPlantRow>, Partial<KeyRow> {
   allowed: boolean;
   /** The id a server create drew, also when it was taken and nothing was created. */
   drawn: bigint | null;

@@ -68,6 +68,12 @@ interface ReadRow extends Omit<EventRow, 'seq'> {
   seq: bigint | null;
 }
 
+/** The log on PostgreSQL, with the watermark the webhooks' fan-out reads up to. */
+export interface PostgresEventLog extends EventLog {
+  /** The watermark after a look started now (see `settle`): every seq up to it is final. */
+  readable(): Promise<bigint>;
+}
+
 /**
  * The log on PostgreSQL. `written` is fired by this process's plant writes after their
  * commit; `remote` by the NOTIFY of any process's (`listen` starts the LISTEN connection on
@@ -79,7 +85,7 @@ export function postgresEventLog(
   remote: MessageSignal,
   listen: () => void,
   log: Log,
-): EventLog {
+): PostgresEventLog {
   const watermark = new Watermark(query);
   const notifier = new Notifier(query, log);
   written.on(() => notifier.written());
@@ -113,6 +119,10 @@ export function postgresEventLog(
       return Number(rows[0]?.n ?? 0);
     },
     settle: () => watermark.advance(),
+    async readable() {
+      await watermark.advance();
+      return watermark.value;
+    },
     onAppended(listener) {
       listen();
       // Positions are final only under the watermark: nothing is handed over, readers read.

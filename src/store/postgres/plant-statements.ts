@@ -2,7 +2,6 @@
 // runs them): each write is one statement, its audit entry, the settling of its
 // Idempotency-Key and its webhook event in CTEs beside the change.
 import { KEY_FOUND, takeable } from '../rows.js';
-import { EVENTS_RECORDED, outboxCtes } from './webhooks.js';
 
 const COLUMNS = 'id, name, tag';
 export const STORED = `${COLUMNS}, version`;
@@ -55,9 +54,8 @@ const nextParam = (mode: KeyMode) => (mode === 'held' ? 8 : 12);
 const afterCreate = (mode: KeyMode, drawn: string) => `audited AS (
     ${AUDIT_INSERT}
     SELECT $3::timestamptz, 'create', id, $4::bigint, $5::text, NULL, NULL, name, tag FROM created),
-  ${mode === 'held' ? SETTLE_HELD : KEEP_NEW},
-  ${outboxCtes('plant.created', 'created', '$3::timestamptz')}
-  SELECT c.id, c.name, c.tag, c.version, a.ok AS allowed, ${EVENTS_RECORDED}, ${drawn} AS drawn
+  ${mode === 'held' ? SETTLE_HELD : KEEP_NEW}
+  SELECT c.id, c.name, c.tag, c.version, a.ok AS allowed, ${drawn} AS drawn
     ${mode === 'held' ? '' : ', f.*'}
   FROM allowed a LEFT JOIN created c ON true ${mode === 'held' ? '' : 'LEFT JOIN found f ON true'}`;
 
@@ -160,23 +158,21 @@ export const updateSql = (conditional: boolean) => `WITH ${LOCK_OLD},
   audited AS (
     ${AUDIT_INSERT}
     SELECT $5::timestamptz, 'update', id, $6::bigint, $7::text, old_name, old_tag, name, tag
-    FROM changed),
-  ${outboxCtes('plant.updated', 'changed', '$5::timestamptz')}
-  SELECT old.id AS old_id, c.id, c.name, c.tag, c.version, ${EVENTS_RECORDED}
+    FROM changed)
+  SELECT old.id AS old_id, c.id, c.name, c.tag, c.version
   FROM old LEFT JOIN changed c ON true`;
 
 const deleteTail = `audited AS (
     ${AUDIT_INSERT}
     SELECT $2::timestamptz, 'delete', id, $3::bigint, $4::text, name, tag, NULL, NULL
-    FROM gone),
-  ${outboxCtes('plant.deleted', 'gone', '$2::timestamptz')}`;
+    FROM gone)`;
 
 // No lock of its own: DELETE ... RETURNING locks the row and answers what it was, the
 // audit's "before" (one tuple lock, and its WAL record, fewer than locking it first).
 export const DELETE = `WITH gone AS (
     DELETE FROM plants WHERE id = $1 RETURNING id, name, tag),
   ${deleteTail}
-  SELECT g.id AS old_id, g.id, ${EVENTS_RECORDED} FROM gone g`;
+  SELECT g.id AS old_id, g.id FROM gone g`;
 
 // Locks the plant first, to tell a plant that changed from one that is not there.
 export const DELETE_IF = `WITH ${LOCK_OLD},
@@ -184,4 +180,4 @@ export const DELETE_IF = `WITH ${LOCK_OLD},
     DELETE FROM plants p USING old WHERE p.id = old.id ${unchanged(5)}
     RETURNING p.id, p.name, p.tag),
   ${deleteTail}
-  SELECT old.id AS old_id, g.id, ${EVENTS_RECORDED} FROM old LEFT JOIN gone g ON true`;
+  SELECT old.id AS old_id, g.id FROM old LEFT JOIN gone g ON true`;

@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import type { PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
 import { plantPayload } from '../../core/webhooks/events.js';
 import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
@@ -8,36 +7,20 @@ import {
   type PlantListing,
   type PlantStore,
 } from '../store.js';
-import { insert, insertWithKey, origin, type Outboxed } from './plant-creates.js';
-import type { Query, QueryOptions } from './query.js';
+import { insert, insertWithKey, origin } from './plant-creates.js';
+import type { Query } from './query.js';
 import { STORED, page, TAG_AFTER, updateSql, DELETE, DELETE_IF } from './plant-statements.js';
 
 /** Found the plant locked (`old_id`) but wrote nothing: the expected plant had changed. */
-interface WriteRow extends Partial<StoredPlantRow>, Outboxed {
+interface WriteRow extends Partial<StoredPlantRow> {
   old_id: bigint;
 }
 
 /**
- * Plant writes, each with its audit entry (the changes feed's event) and its webhook event in
- * the same statement; `wake` is called once a write that recorded a webhook event has
- * committed, `written` once any write that changed a plant has.
+ * Plant writes, each with its audit entry (the changes feed's event, and the webhooks') in
+ * the same statement; `written` is called once a write that changed a plant has committed.
  */
-export function postgresPlants(
-  plainQuery: Query,
-  wake: () => void,
-  written: () => void,
-): PlantStore {
-  const query: Query = async <R extends pg.QueryResultRow>(
-    name: string,
-    text: string,
-    values: unknown[],
-    options?: QueryOptions,
-  ) => {
-    const result = await plainQuery<R>(name, text, values, options);
-    const row = result.rows[0] as Partial<Outboxed> | undefined;
-    if (row?.events !== undefined && row.events > 0n) wake();
-    return result;
-  };
+export function postgresPlants(query: Query, written: () => void): PlantStore {
   return {
     async insert(plant, options) {
       const created = await insert(query, plant, options);

@@ -1,84 +1,158 @@
-import type { FanOutStep, WebhookEvents } from '../store.js';
+import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
+import type { FanOutStep, FanOutWake, WebhookEvents } from '../store.js';
+import {
+  type LogEndpoint,
+  type LogMove,
+  MESSAGES_PER_ENDPOINT,
+  planMove,
+  SCAN_PER_ENDPOINT,
+  STALLED_AFTER_MS,
+  STALLED_LOOK_MS,
+  STALLED_PENDING,
+  WITH_ROOM,
+} from '../webhook-log.js';
 import type { MessageSignal } from '../webhook-rows.js';
 import type { Query } from './query.js';
-import { WEBHOOK_CHANNEL } from './webhooks.js';
+import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
 
-// The fan-out of recorded events into messages (see WebhookEvents), one statement: `batch`
-// takes the oldest events no other fan-out holds (FOR UPDATE SKIP LOCKED, so that every
-// process may run one), as many as $1 messages allow if every enabled endpoint took each;
-// `targets` numbers their messages to be, in event then endpoint order, and the first $1 are
-// written. An event whose targets are all written is deleted; one cut off by $1 keeps where
-// its messages reached (`fanned_to`) for the next fan-out. All of it commits together, so a
-// crash at any point loses no event and writes no message twice. The events are deleted and
-// updated by their keys (= ANY(ARRAY(...))), which only an index answers, whatever the
-// planner makes of a batch it cannot count in advance. A webhook id is the event's Unix
-// milliseconds in hex, then random digits, as on SQLite (sqlite/webhook-events.ts): each new
-// one goes at the end of the UNIQUE index, not onto a random page of it.
-const FAN_OUT = `WITH batch AS MATERIALIZED (
-    SELECT id, event_type, payload, created_at, endpoint_max, fanned_to FROM webhook_events
-    ORDER BY id
-    LIMIT greatest(1, $1::bigint / greatest(1,
-      (SELECT count(*) FROM webhook_endpoints WHERE enabled)))
-    FOR UPDATE SKIP LOCKED),
-  targets AS MATERIALIZED (
-    SELECT b.id AS event_id, e.id AS endpoint_id, row_number() OVER (ORDER BY b.id, e.id) AS n
-    FROM batch b JOIN webhook_endpoints e
-      ON e.id > b.fanned_to AND e.id <= b.endpoint_max AND e.enabled
-        AND position(' ' || b.event_type || ' ' IN ' ' || e.events || ' ') > 0),
+// The fan-out of the log's events into messages (see WebhookEvents), in two statements. The
+// first reads the endpoints furthest behind that have room, each with the events above its
+// position and up to the watermark (every seq up to it is final: no event still committing is
+// passed, see 0011_changes_feed.sql); planMove (webhook-log.ts) makes their messages. The
+// second moves each position only if it is still where the read found it and the endpoint
+// still enabled, and writes the messages of the endpoints it moved, in one statement: two
+// processes that read the same endpoint at once write its messages once (the second's
+// UPDATE waits for the first's commit, then finds the position moved), and a crash between
+// the two loses nothing.
+
+/** The endpoints `endpoints` picks, each with the events above its position, up to $1. */
+const withEvents = (endpoints: string) => `SELECT r.room, x.* FROM (
+    SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE ${WITH_ROOM}) AS room,
+      (SELECT position FROM event_horizon LIMIT 1) AS horizon) r
+  LEFT JOIN LATERAL (
+    SELECT e.id, e.log_position, e.events, e.pending, a.* FROM (${endpoints}) e
+    LEFT JOIN LATERAL (
+      SELECT ${EVENT_COLUMNS} FROM audit_log
+      WHERE seq > greatest(e.log_position, r.horizon) AND seq <= $1
+      ORDER BY seq LIMIT ${SCAN_PER_ENDPOINT}) a ON true) x ON true`;
+
+/** The endpoints with room furthest behind the head $1, at most $2. */
+const BEHIND = withEvents(`SELECT id, log_position, events, pending FROM webhook_endpoints
+  WHERE ${WITH_ROOM} AND log_position < $1 ORDER BY log_position LIMIT $2`);
+
+/** Full, behind $1, and none of its messages due before $3 (see STALLED_AFTER_MS); $2 at most. */
+const STALLED = withEvents(`SELECT id, log_position, events, ${STALLED_PENDING} AS pending
+  FROM webhook_endpoints e
+  WHERE enabled AND pending >= ${MESSAGES_PER_ENDPOINT} AND log_position < $1
+    AND NOT EXISTS (SELECT 1 FROM webhook_messages m
+      WHERE m.endpoint_id = e.id AND m.status = 'pending' AND m.next_attempt_at <= $3)
+  ORDER BY log_position LIMIT $2`);
+
+const WRITE = `WITH moves AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::int[])
+      AS m(id, from_position, to_position, n)),
+  moved AS (
+    UPDATE webhook_endpoints e SET log_position = m.to_position, pending = e.pending + m.n
+    FROM moves m WHERE e.id = m.id AND e.log_position = m.from_position AND e.enabled
+    RETURNING e.id),
   outboxed AS (
     INSERT INTO webhook_messages
       (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-    SELECT t.endpoint_id,
-      'msg_' || lpad(to_hex(floor(extract(epoch FROM b.created_at) * 1000)::bigint), 12, '0')
-        || right(replace(gen_random_uuid()::text, '-', ''), 20),
-      b.event_type, b.payload, b.created_at, b.created_at
-    FROM targets t JOIN batch b ON b.id = t.event_id
-    WHERE t.n <= $1::bigint
-    ORDER BY t.n
+    SELECT w.endpoint_id, w.webhook_id, w.event_type, w.payload, w.created_at, w.created_at
+    FROM unnest($5::bigint[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
+      WITH ORDINALITY AS w(endpoint_id, webhook_id, event_type, payload, created_at, n)
+    WHERE w.endpoint_id IN (SELECT id FROM moved)
+    ORDER BY w.n
     RETURNING 1),
-  unfinished AS (
-    SELECT event_id, max(endpoint_id) FILTER (WHERE n <= $1::bigint) AS reached
-    FROM targets GROUP BY event_id HAVING max(n) > $1::bigint),
-  finished AS (
-    DELETE FROM webhook_events WHERE id = ANY(ARRAY(
-      SELECT id FROM batch WHERE id NOT IN (SELECT event_id FROM unfinished)))
-    RETURNING 1),
-  advanced AS (
-    UPDATE webhook_events w
-    SET fanned_to = (SELECT reached FROM unfinished u WHERE u.event_id = w.id)
-    WHERE id = ANY(ARRAY(SELECT event_id FROM unfinished WHERE reached IS NOT NULL))),
   notified AS (
     SELECT pg_notify('${WEBHOOK_CHANNEL}', '') FROM (SELECT 1 FROM outboxed LIMIT 1) o)
-  SELECT (SELECT count(*) FROM batch) AS events, (SELECT count(*) FROM finished) AS finished,
-    (SELECT count(*) FROM outboxed) AS messages, (SELECT count(*) FROM notified) AS notified`;
+  SELECT (SELECT count(*) FROM outboxed) AS messages, (SELECT count(*) FROM notified) AS notified`;
 
-interface FanOutRow {
-  events: bigint;
-  finished: bigint;
-  messages: bigint;
+interface BehindRow extends Partial<EventRow> {
+  room: boolean;
+  id: bigint | null;
+  log_position: bigint;
+  events: string;
+  pending: number;
 }
 
 /**
- * The events of plant writes on PostgreSQL; `events` is fired by the plant writes of this
- * process, `messages` (the queue's signal) by a fan-out that wrote messages.
+ * The fan-out on PostgreSQL; `wakes` is fired by this process's plant writes, message ends and
+ * endpoint changes, `messages` (the queue's signal) by a fan-out that wrote messages.
+ * `readable` answers the watermark (PostgresEventLog).
  */
 export function postgresWebhookEvents(
   query: Query,
-  events: MessageSignal,
+  readable: () => Promise<bigint>,
+  wakes: MessageSignal<FanOutWake>,
   messages: MessageSignal,
 ): WebhookEvents {
+  let lookedForStalled = -Infinity;
   return {
     async fanOut(maxMessages): Promise<FanOutStep> {
-      const { rows } = await query<FanOutRow>('webhooks.fanOut', FAN_OUT, [maxMessages]);
-      const row = rows[0]!;
-      const step = {
-        events: Number(row.events),
-        finished: Number(row.finished),
-        messages: Number(row.messages),
-      };
+      const head = await readable();
+      const limit = Math.max(1, Math.floor(maxMessages / MESSAGES_PER_ENDPOINT));
+      const { rows } = await query<BehindRow>('webhooks.behind', BEHIND, [head.toString(), limit]);
+      const moves = planMoves(rows, head);
+      const room = rows[0]?.room === true;
+      const now = Date.now();
+      if (now - lookedForStalled >= STALLED_LOOK_MS) {
+        lookedForStalled = now;
+        const { rows: stalled } = await query<BehindRow>('webhooks.stalled', STALLED, [
+          head.toString(),
+          maxMessages,
+          new Date(now + STALLED_AFTER_MS),
+        ]);
+        moves.push(...planMoves(stalled, head));
+      }
+      if (moves.length === 0) return { endpoints: 0, messages: 0, room };
+      const written = moves.flatMap((move) => move.messages);
+      const { rows: done } = await query<{ messages: bigint }>('webhooks.fanOut', WRITE, [
+        moves.map((move) => move.id.toString()),
+        moves.map((move) => move.from.toString()),
+        moves.map((move) => move.to.toString()),
+        moves.map((move) => move.messages.length),
+        written.map((message) => message.endpointId.toString()),
+        written.map((message) => message.webhookId),
+        written.map((message) => message.type),
+        written.map((message) => message.payload),
+        written.map((message) => message.at),
+      ]);
+      // Those another process moved first count too: it found them behind as well.
+      const step = { endpoints: moves.length, messages: Number(done[0]!.messages), room };
       if (step.messages > 0) messages.fire();
       return step;
     },
-    onEvents: (listener) => events.on(listener),
+    onEvents: (listener) => wakes.on(listener),
   };
+}
+
+/** The rows of BEHIND, an endpoint's events together, as their moves. */
+function planMoves(rows: readonly BehindRow[], head: bigint): LogMove[] {
+  const endpoints = new Map<bigint, { endpoint: LogEndpoint; events: EventRow[] }>();
+  for (const row of rows) {
+    if (row.id === null) continue;
+    let found = endpoints.get(row.id);
+    if (found === undefined) {
+      const endpoint = {
+        id: row.id,
+        position: row.log_position,
+        events: row.events,
+        pending: Number(row.pending),
+      };
+      found = { endpoint, events: [] };
+      endpoints.set(row.id, found);
+    }
+    if (row.seq !== undefined && row.seq !== null) found.events.push(row as EventRow);
+  }
+  return [...endpoints.values()].flatMap(({ endpoint, events }) => {
+    // In order as read; sorted all the same, as a join's output order is not promised.
+    events.sort((a, b) => (a.seq < b.seq ? -1 : 1));
+    const move = planMove(
+      endpoint,
+      events.map((row) => toChangeEvent(row, postgresTime)),
+      head,
+    );
+    return move === undefined ? [] : [move];
+  });
 }

@@ -62,9 +62,26 @@ const FINISH = `WITH settled AS (
                              ELSE e.disabled_reason END,
       updated_at = CASE WHEN $11 = 'gone' THEN $6 ELSE e.updated_at END
     FROM settled s WHERE e.id = s.endpoint_id)
-  SELECT count(*) AS settled FROM settled`;
+  -- The endpoint, and whether it was failing before this attempt (every part of a statement
+  -- reads the rows as they were before it).
+  SELECT s.endpoint_id, e.failing_since IS NOT NULL AS was_failing
+  FROM settled s LEFT JOIN webhook_endpoints e ON e.id = s.endpoint_id`;
 
-export function postgresWebhookQueue(query: Query, signal: MessageSignal): WebhookQueue {
+// A delivered attempt after failures: the receiver is back, and the endpoint's other
+// messages waiting for a later try are due now (see STALLED_AFTER_MS in webhook-log.ts).
+const RECOVERED = `UPDATE webhook_messages SET next_attempt_at = $2
+  WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at > $2`;
+
+/**
+ * The queue on PostgreSQL; `signal` is fired by this process's commits that wrote messages,
+ * `room` after an attempt that ended a message (its endpoint may take the next: the fan-out
+ * looks).
+ */
+export function postgresWebhookQueue(
+  query: Query,
+  signal: MessageSignal,
+  room: () => void,
+): WebhookQueue {
   return {
     async claim(now, leaseMs, limit, shares): Promise<ClaimedMessage[]> {
       const until = new Date(now.getTime() + leaseMs);
@@ -86,8 +103,11 @@ export function postgresWebhookQueue(query: Query, signal: MessageSignal): Webho
       );
       return rows.map((row) => toClaimed(row, now, until, postgresTime));
     },
-    finish: (messageId, claimedUntil, attempt, next) =>
-      finish(query, messageId, claimedUntil, attempt, next),
+    async finish(messageId, claimedUntil, attempt, next) {
+      const finished = await finish(query, messageId, claimedUntil, attempt, next);
+      if (finished && (next.kind === 'delivered' || next.kind === 'failed')) room();
+      return finished;
+    },
     async release(messageId, claimedUntil, freeAt) {
       const { rowCount } = await query(
         'webhooks.release',
@@ -162,7 +182,10 @@ async function finish(
   attempt: AttemptRecord,
   next: NextStep,
 ): Promise<boolean> {
-  const { rows } = await query<{ settled: bigint }>('webhooks.finish', FINISH, [
+  const { rows } = await query<{
+    endpoint_id: bigint;
+    was_failing: boolean | null;
+  }>('webhooks.finish', FINISH, [
     messageId.toString(),
     claimedUntil,
     finishedStatus(next.kind),
@@ -175,5 +198,12 @@ async function finish(
     storableText(attempt.responseExcerpt),
     next.kind,
   ]);
-  return Number(rows[0]?.settled ?? 0) > 0;
+  const settled = rows[0];
+  if (settled === undefined) return false;
+  // Its own statement, the endpoint a value: webhook_messages_due_by_endpoint answers it. A
+  // crash in between leaves the messages to their retry schedule.
+  if (next.kind === 'delivered' && settled.was_failing === true) {
+    await query('webhooks.recovered', RECOVERED, [settled.endpoint_id.toString(), attempt.at]);
+  }
+  return true;
 }

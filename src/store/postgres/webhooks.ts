@@ -5,7 +5,6 @@ import type {
   WebhookEndpoint,
   WebhookEndpointChange,
 } from '../../core/webhooks/endpoint.js';
-import type { WebhookEvent } from '../../core/webhooks/events.js';
 import { WebhookEndpointLimitError, type WebhookStore } from '../store.js';
 import {
   ATTEMPT_COLUMNS,
@@ -27,56 +26,29 @@ export const WEBHOOK_CHANNEL = 'plantstore_webhooks';
 /** PostgreSQL hands timestamptz over as a Date already. */
 export const postgresTime = (value: unknown): Date => value as Date;
 
-/**
- * Whether the enabled endpoint `e` subscribes to `event`: the predicate of the partial index
- * webhook_endpoints_<event> word for word (migration 0009_webhook_events), so that the
- * planner answers "any subscriber?" from that index.
- */
-const subscribes = (event: WebhookEvent) =>
-  `e.enabled AND position(' ${event} ' IN ' ' || e.events || ' ') > 0`;
-
-/**
- * The plant of the row `alias` as the exact JSON text of a message body (plantPayload in
- * core/webhooks/events.ts), built in SQL so that the id stays exact; `tag` absent when NULL.
- */
-export const plantJson = (alias: string) =>
-  `'{"id":' || ${alias}.id || ',"name":' || to_json(${alias}.name)::text
-        || coalesce(',"tag":' || to_json(${alias}.tag)::text, '') || '}'`;
-
-/**
- * The outbox of a plant write, as a CTE of the write's own statement: the event, once,
- * whatever the number of endpoints, with the plant from the CTE `source` as its body (built
- * in SQL so that the id stays exact; `tag` absent when NULL) and the highest endpoint id
- * the statement sees (see the migration 0009_webhook_events). Nothing is recorded when no
- * enabled endpoint subscribes to `event`: one entry of a partial index says so. The fan-out
- * of the writing process, woken after the commit, writes the messages (webhook-events.ts):
- * no NOTIFY here, whose lock at commit would make the writes that record events commit one
- * at a time.
- */
-export function outboxCtes(event: WebhookEvent, source: string, at: string): string {
-  return `outboxed AS (
-    INSERT INTO webhook_events (event_type, payload, created_at, endpoint_max)
-    SELECT '${event}', ${plantJson('s')}, ${at}, (SELECT max(id) FROM webhook_endpoints)
-    FROM ${source} s
-    WHERE (SELECT max(e.id) FROM webhook_endpoints e WHERE ${subscribes(event)}) IS NOT NULL
-    RETURNING 1)`;
-}
-
-/** The column of a write's row that says whether it recorded an event (see outboxCtes). */
-export const EVENTS_RECORDED = '(SELECT count(*) FROM outboxed) AS events';
-
 const endpointOf = (row: EndpointRow | undefined): WebhookEndpoint | undefined =>
   row === undefined ? undefined : toEndpoint(row, postgresTime);
 
-export function postgresWebhooks(query: Query, wake: () => void): WebhookStore {
+/**
+ * Endpoints and their deliveries on PostgreSQL; `wake` is called after a retry asked for (a
+ * message for the queue), `changed` after an endpoint's create or update (it may have room
+ * for messages: the fan-out looks).
+ */
+export function postgresWebhooks(
+  query: Query,
+  wake: () => void,
+  changed: () => void,
+): WebhookStore {
   return {
     async create({ url, events, description, secret, at }: NewWebhookEndpoint, maxEndpoints) {
-      // Under the lock of webhook_endpoint_room, also without a limit: it orders the ids
-      // (see the migration 0009_webhook_events).
+      // Its position in the log: the last seq drawn (0014_webhook_log_positions.sql).
       const { rows } = await query<EndpointRow>(
         'webhooks.create',
-        `INSERT INTO webhook_endpoints (url, events, description, created_at, updated_at, secret)
-         SELECT $1, $2, $3, $4, $4, $5 WHERE webhook_endpoint_room($6)
+        `INSERT INTO webhook_endpoints
+           (url, events, description, created_at, updated_at, secret, log_position)
+         SELECT $1, $2, $3, $4, $4, $5, coalesce(pg_sequence_last_value(
+           pg_get_serial_sequence('audit_log', 'seq')::regclass), 0)
+         WHERE webhook_endpoint_room($6)
          RETURNING ${ENDPOINT_COLUMNS}`,
         [
           url,
@@ -88,6 +60,7 @@ export function postgresWebhooks(query: Query, wake: () => void): WebhookStore {
         ],
       );
       if (rows[0] === undefined) throw new WebhookEndpointLimitError(maxEndpoints!);
+      changed();
       return toEndpoint(rows[0], postgresTime);
     },
     async get(id) {
@@ -106,7 +79,11 @@ export function postgresWebhooks(query: Query, wake: () => void): WebhookStore {
       );
       return rows.map((row) => toEndpoint(row, postgresTime));
     },
-    update: (id, change, at) => update(query, id, change, at),
+    async update(id, change, at) {
+      const updated = await update(query, id, change, at);
+      if (updated !== undefined) changed();
+      return updated;
+    },
     async delete(id) {
       const { rowCount } = await query(
         'webhooks.delete',

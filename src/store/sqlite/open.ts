@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { type Log, silentLog } from '../../core/log.js';
 import { type Metrics, noMetrics } from '../../core/metrics.js';
 import { loadMigrations, type MigrationReport, NoDatabaseError } from '../migrations.js';
-import type { Durability, Store } from '../store.js';
+import type { Durability, FanOutWake, Store } from '../store.js';
 import { sqliteAudit } from './audit.js';
 import { GroupCommit } from './group-commit.js';
 import { sqliteIdempotency } from './idempotency.js';
@@ -17,7 +17,7 @@ import type { EventRow } from '../event-rows.js';
 import { MessageSignal } from '../webhook-rows.js';
 import { sqliteWebhookEvents } from './webhook-events.js';
 import { sqliteWebhookQueue } from './webhook-queue.js';
-import { sqliteOutbox, sqliteWebhooks } from './webhooks.js';
+import { sqliteWebhooks } from './webhooks.js';
 
 /** How long a write waits for a lock another process holds before giving up. */
 export const BUSY_TIMEOUT_MS = 200;
@@ -41,24 +41,27 @@ export function openSqliteStore(
 ): Store {
   const { db, migration } = openDatabase(file, durability, create, log);
   const batches = new GroupCommit(db, log, metrics);
-  // This process's commits that recorded events (plant writes) or wrote messages (fan-outs,
-  // retries); other processes' are found by polling.
-  const events = new MessageSignal(log);
+  // This process's commits that may give the fan-out work (plant writes; ended messages and
+  // changed endpoints, which may make room) or wrote messages (fan-outs, retries); other
+  // processes' are found by polling.
+  const wakes = new MessageSignal<FanOutWake>(log);
   const messages = new MessageSignal(log);
   // The changes feed: fired after this process's commits that changed plants, with their
   // audit entries; and by the poll of other processes' commits, without.
   const appended = new MessageSignal<readonly EventRow[] | undefined>(log);
   const plants = sqlitePlants(db, batches, {
-    outbox: sqliteOutbox(db),
-    wake: () => events.fire(),
-    appended: (entries) => appended.fire(entries),
+    appended: (entries) => {
+      appended.fire(entries);
+      wakes.fire('events');
+    },
   });
+  const room = () => wakes.fire('room');
   const tokens = sqliteTokens(db, batches);
   const audit = sqliteAudit(db, batches);
   const idempotency = sqliteIdempotency(db, batches);
-  const webhooks = sqliteWebhooks(db, batches, () => messages.fire());
-  const webhookEvents = sqliteWebhookEvents(db, batches, events, messages);
-  const webhookQueue = sqliteWebhookQueue(db, batches, messages);
+  const webhooks = sqliteWebhooks(db, batches, () => messages.fire(), room);
+  const webhookEvents = sqliteWebhookEvents(db, batches, wakes, messages);
+  const webhookQueue = sqliteWebhookQueue(db, batches, messages, room);
   // Reads a page of the file, so a locked or broken database fails the ping.
   const ping = db.prepare('SELECT max(version) FROM schema_migrations');
   return {

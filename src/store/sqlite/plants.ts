@@ -27,43 +27,27 @@ import {
   type Writes,
 } from './plant-statements.js';
 import { batchedWrites, guard, isSqliteError } from './query.js';
-import type { Outbox } from './webhooks.js';
 
-/** What a write tells of: the webhook outbox, and who hears of its commit. */
+/** Who hears of a write's commit. */
 export interface PlantEvents {
-  outbox: Outbox;
-  /** Called once a write that recorded a webhook event has committed. */
-  wake: () => void;
   /**
    * Called once a write that changed a plant has committed, with the audit entries it wrote
-   * (the changes feed's events, in seq order).
+   * (the changes feed's events, in seq order; also the webhooks', see WebhookEvents).
    */
   appended: (entries: readonly EventRow[]) => void;
 }
 
-/**
- * Plant writes, each with its audit entry (the changes feed's event) and its webhook event
- * in its own savepoint.
- */
+/** Plant writes, each with its audit entry (the changes feed's event) in its own savepoint. */
 export function sqlitePlants(
   db: Database.Database,
   batches: GroupCommit,
-  { outbox, wake, appended }: PlantEvents,
+  { appended }: PlantEvents,
 ): PlantStore {
   const batched = batchedWrites(batches);
-  // Counts the webhook events a write records and keeps its audit entries; both read only
-  // after its batch committed.
-  const write = async <T>(work: (emit: Outbox, entries: EventRow[]) => T): Promise<T> => {
-    let events = 0;
+  // Keeps a write's audit entries, handed over only after its batch committed.
+  const write = async <T>(work: (entries: EventRow[]) => T): Promise<T> => {
     const entries: EventRow[] = [];
-    const value = await batched(() =>
-      work((event, plant) => {
-        const recorded = outbox(event, plant);
-        events += recorded;
-        return recorded;
-      }, entries),
-    );
-    if (events > 0) wake();
+    const value = await batched(() => work(entries));
     if (entries.length > 0) appended(entries);
     return value;
   };
@@ -72,13 +56,12 @@ export function sqlitePlants(
   const ids = sqlitePlantIds(db);
   return {
     insert: (plant: NewPlant, options: InsertOptions = {}) =>
-      write((emit, entries) => {
+      write((entries) => {
         const created = insert(writes, ids, plant, options, entries);
-        emit('plant.created', created);
         return created;
       }),
     insertWithKey: (plant: NewPlant, { by, claim }: KeyedInsertOptions) =>
-      write((emit, entries): KeyedInsert => {
+      write((entries): KeyedInsert => {
         // The transaction holds the database's write lock: no other process adds the key
         // between this look and the insert below.
         const { tokenId, key, fingerprint } = claim;
@@ -98,7 +81,6 @@ export function sqlitePlants(
           tag: created.tag ?? null,
           version: created.version,
         });
-        emit('plant.created', created);
         return { state: 'created', plant: created };
       }).catch(refusedTheLongWay),
     async get(id: bigint) {
@@ -107,21 +89,19 @@ export function sqlitePlants(
     },
     list: async (query: PlantQuery) => list(reads, query),
     update: (id: bigint, change: PlantChange, { expected, by }: ConditionalWriteOptions = {}) =>
-      write((emit, entries) => {
+      write((entries) => {
         const before = currentPlant(reads, id, expected);
         if (before === undefined) return undefined;
         const after = applyChange(writes, id, change);
         entries.push(record(writes, 'update', id, before, after, by));
-        emit('plant.updated', after);
         return after;
       }),
     delete: (id: bigint, { expected, by }: ConditionalWriteOptions = {}) =>
-      write((emit, entries) => {
+      write((entries) => {
         const before = currentPlant(reads, id, expected);
         if (before === undefined) return false;
         writes.remove.run(id);
         entries.push(record(writes, 'delete', id, before, undefined, by));
-        emit('plant.deleted', before);
         return true;
       }),
   };

@@ -1,112 +1,136 @@
 import type Database from 'better-sqlite3';
-import type { FanOutStep, WebhookEvents } from '../store.js';
+import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
+import type { FanOutStep, FanOutWake, WebhookEvents } from '../store.js';
+import {
+  type LogEndpoint,
+  MESSAGES_PER_ENDPOINT,
+  planMove,
+  SCAN_PER_ENDPOINT,
+  STALLED_AFTER_MS,
+  STALLED_LOOK_MS,
+  STALLED_PENDING,
+  WITH_ROOM,
+} from '../webhook-log.js';
 import type { MessageSignal } from '../webhook-rows.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites } from './query.js';
+import { sqliteTime } from './webhooks.js';
 
-// The fan-out of recorded events into messages (see WebhookEvents), in one write of the
+// The fan-out of the log's events into messages (see WebhookEvents), in one write of the
 // group commit: SQLite runs one write transaction at a time across every process on the
-// file, so no two fan-outs take the same event, and a fan-out's messages and the deletion of
-// its events commit together. The events whose messages all fit are written by one
-// statement and deleted by another, whatever their number; only the one cut off by the
-// bound is written alone.
+// file, so no two fan-outs give an endpoint the same event, and the log's head read in it is
+// final (0010_changes_feed.sql).
 
-/** Whether the enabled endpoint `e` subscribes to the event `ev` and follows its write. */
-const TARGET = `e.id > ev.fanned_to AND e.id <= ev.endpoint_max AND e.enabled
-  AND instr(' ' || e.events || ' ', ' ' || ev.event_type || ' ') > 0`;
-
-/**
- * The messages of the events a WHERE clause on `ev` picks, one per endpoint `e` it targets.
- * A webhook id is the event's time (12 hex digits of its Unix milliseconds) and 80 random
- * bits: unique as a random id is, and in time order, so each new id goes at the end of the
- * UNIQUE index instead of onto a random page of it; random ids made every commit write a
- * page of that index per message, more of them the more messages are kept.
- */
-const WRITE_MESSAGES = `INSERT INTO webhook_messages
-    (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
-  SELECT e.id, printf('msg_%012x', ev.created_at) || lower(hex(randomblob(10))),
-    ev.event_type, ev.payload,
-    ev.created_at, ev.created_at
-  FROM webhook_events ev JOIN webhook_endpoints e ON ${TARGET}`;
-
-interface EventRow {
+interface EndpointRow {
   id: bigint;
-  /** Messages it has still to get. */
-  targets: bigint;
+  log_position: bigint;
+  events: string;
+  pending: bigint;
 }
 
 function prepare(db: Database.Database) {
   return {
-    enabled: db.prepare('SELECT count(*) FROM webhook_endpoints WHERE enabled').pluck(),
-    oldest: db.prepare(
-      `SELECT ev.id, (SELECT count(*) FROM webhook_endpoints e WHERE ${TARGET}) AS targets
-       FROM webhook_events ev ORDER BY ev.id LIMIT ?`,
+    head: db.prepare('SELECT coalesce(max(seq), 0) FROM audit_log').pluck(),
+    horizon: db.prepare('SELECT position FROM event_horizon').pluck(),
+    behind: db.prepare(
+      `SELECT id, log_position, events, pending FROM webhook_endpoints
+       WHERE ${WITH_ROOM} AND log_position < @head ORDER BY log_position LIMIT @limit`,
     ),
-    // The messages of every event up to @last (the oldest, whose messages all fit).
-    writeAll: db.prepare(`${WRITE_MESSAGES} WHERE ev.id <= @last ORDER BY ev.id, e.id`),
-    finishAll: db.prepare('DELETE FROM webhook_events WHERE id <= ?'),
-    // The first @limit messages still to write of the event @id, in endpoint order.
-    writeSome: db.prepare(
-      `${WRITE_MESSAGES} WHERE ev.id = @id ORDER BY e.id LIMIT @limit RETURNING endpoint_id`,
+    // Full, and none of its messages due before @soon (see STALLED_AFTER_MS).
+    stalled: db.prepare(
+      `SELECT id, log_position, events, ${STALLED_PENDING} AS pending FROM webhook_endpoints e
+       WHERE enabled AND pending >= ${MESSAGES_PER_ENDPOINT} AND log_position < @head
+         AND NOT EXISTS (SELECT 1 FROM webhook_messages m
+           WHERE m.endpoint_id = e.id AND m.status = 'pending' AND m.next_attempt_at <= @soon)
+       ORDER BY log_position LIMIT @limit`,
     ),
-    advance: db.prepare('UPDATE webhook_events SET fanned_to = ? WHERE id = ?'),
+    room: db.prepare(`SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE ${WITH_ROOM})`).pluck(),
+    events: db.prepare(
+      `SELECT ${EVENT_COLUMNS} FROM audit_log WHERE seq > @after AND seq <= @head
+       ORDER BY seq LIMIT ${SCAN_PER_ENDPOINT}`,
+    ),
+    write: db.prepare(
+      `INSERT INTO webhook_messages
+         (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
+       VALUES (@endpointId, @webhookId, @type, @payload, @at, @at)`,
+    ),
+    move: db.prepare(
+      'UPDATE webhook_endpoints SET log_position = @to, pending = pending + @n WHERE id = @id',
+    ),
   };
 }
 
 type Statements = ReturnType<typeof prepare>;
 
 /**
- * The events of plant writes on SQLite; `events` is fired by the plant writes of this
- * process, `messages` (the queue's signal) by a fan-out that wrote messages.
+ * The fan-out on SQLite; `wakes` is fired by this process's plant writes, message ends and
+ * endpoint changes, `messages` (the queue's signal) by a fan-out that wrote messages.
  */
 export function sqliteWebhookEvents(
   db: Database.Database,
   batches: GroupCommit,
-  events: MessageSignal,
+  wakes: MessageSignal<FanOutWake>,
   messages: MessageSignal,
 ): WebhookEvents {
   const write = batchedWrites(batches);
   const s = prepare(db);
+  let lookedForStalled = -Infinity;
   return {
     async fanOut(maxMessages) {
-      const step = await write(() => fanOut(s, maxMessages));
+      const now = Date.now();
+      const stalled = now - lookedForStalled >= STALLED_LOOK_MS;
+      if (stalled) lookedForStalled = now;
+      const step = await write(() => fanOut(s, maxMessages, stalled ? now : undefined));
       if (step.messages > 0) messages.fire();
       return step;
     },
-    onEvents: (listener) => events.on(listener),
+    onEvents: (listener) => wakes.on(listener),
   };
 }
 
 /**
- * The oldest events, as many as `maxMessages` allow if every enabled endpoint took each: those
- * whose messages all fit in `maxMessages`, in id order, then the next one cut off where they
- * are spent (it keeps where its messages reached).
+ * The endpoints furthest behind, as many as `maxMessages` fill if each took its room; with
+ * `now`, then the stalled ones too (a message each).
  */
-function fanOut(s: Statements, maxMessages: number): FanOutStep {
-  const enabled = Number(s.enabled.get() as bigint);
-  const batch = s.oldest.all(
-    Math.max(1, Math.floor(maxMessages / Math.max(1, enabled))),
-  ) as EventRow[];
-  let left = maxMessages;
-  let whole = 0;
-  while (whole < batch.length && Number(batch[whole]!.targets) <= left) {
-    left -= Number(batch[whole]!.targets);
-    whole += 1;
+function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
+  const head = s.head.get() as bigint;
+  const horizon = s.horizon.get() as bigint;
+  const limit = Math.max(1, Math.floor(maxMessages / MESSAGES_PER_ENDPOINT));
+  const behind = s.behind.all({ head, limit }) as EndpointRow[];
+  const stalled =
+    now === undefined
+      ? []
+      : (s.stalled.all({
+          head,
+          limit: maxMessages,
+          soon: now + STALLED_AFTER_MS,
+        }) as EndpointRow[]);
+  // Endpoints at one position (most often all of them, at the head) read the log once.
+  const read = new Map<bigint, ReturnType<typeof toChangeEvent>[]>();
+  let endpoints = 0;
+  let written = 0;
+  for (const row of [...behind, ...stalled]) {
+    const endpoint: LogEndpoint = {
+      id: row.id,
+      position: row.log_position,
+      events: row.events,
+      pending: Number(row.pending),
+    };
+    const after = endpoint.position > horizon ? endpoint.position : horizon;
+    let events = read.get(after);
+    if (events === undefined) {
+      const rows = s.events.all({ after, head }) as EventRow[];
+      events = rows.map((entry) => toChangeEvent(entry, sqliteTime));
+      read.set(after, events);
+    }
+    const move = planMove(endpoint, events, head);
+    if (move === undefined) continue;
+    for (const message of move.messages) {
+      s.write.run({ ...message, at: message.at.getTime() });
+    }
+    s.move.run({ id: move.id, to: move.to, n: move.messages.length });
+    endpoints += 1;
+    written += move.messages.length;
   }
-  if (whole > 0) {
-    const last = batch[whole - 1]!.id;
-    s.writeAll.run({ last });
-    s.finishAll.run(last);
-  }
-  const cut = batch[whole];
-  if (cut !== undefined && left > 0) {
-    const written = s.writeSome.all({ id: cut.id, limit: left }) as { endpoint_id: bigint }[];
-    const reached = written.reduce(
-      (max, { endpoint_id }) => (endpoint_id > max ? endpoint_id : max),
-      0n,
-    );
-    s.advance.run(reached, cut.id);
-    left -= written.length;
-  }
-  return { events: batch.length, finished: whole, messages: maxMessages - left };
+  return { endpoints, messages: written, room: behind.length > 0 || s.room.get() === 1n };
 }

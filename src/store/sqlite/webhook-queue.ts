@@ -60,6 +60,14 @@ function prepare(db: Database.Database) {
          (message_id, at, duration_ms, http_status, error, response_excerpt)
        VALUES (?, ?, ?, ?, ?, ?)`,
     ),
+    // A delivered attempt after failures: the receiver is back, and the endpoint's other
+    // messages waiting for a later try are due now (see STALLED_AFTER_MS in webhook-log.ts).
+    recovered: db.prepare(
+      `UPDATE webhook_messages SET next_attempt_at = @at
+       WHERE endpoint_id = @endpointId AND status = 'pending' AND next_attempt_at > @at
+         AND EXISTS (SELECT 1 FROM webhook_endpoints
+           WHERE id = @endpointId AND failing_since IS NOT NULL)`,
+    ),
     succeeded: db.prepare('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?'),
     failedOnce: db.prepare(
       'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ?',
@@ -95,17 +103,25 @@ function prepare(db: Database.Database) {
 
 type Statements = ReturnType<typeof prepare>;
 
+/**
+ * The queue on SQLite; `signal` is fired by the commits that wrote messages, `room` after an
+ * attempt that ended a message (its endpoint may take the next: the fan-out looks).
+ */
 export function sqliteWebhookQueue(
   db: Database.Database,
   batches: GroupCommit,
   signal: MessageSignal,
+  room: () => void,
 ): WebhookQueue {
   const write = batchedWrites(batches);
   const s = prepare(db);
   return {
     claim: (now, leaseMs, limit, shares) => write(() => claim(s, now, leaseMs, limit, shares)),
-    finish: (messageId, claimedUntil, attempt, next) =>
-      write(() => finish(s, messageId, claimedUntil, attempt, next)),
+    async finish(messageId, claimedUntil, attempt, next) {
+      const finished = await write(() => finish(s, messageId, claimedUntil, attempt, next));
+      if (finished && (next.kind === 'delivered' || next.kind === 'failed')) room();
+      return finished;
+    },
     release: (id, claimedUntil, freeAt) =>
       write(
         () =>
@@ -222,8 +238,10 @@ function finish(
     storableText(responseExcerpt),
   );
   const endpointId = settled.endpoint_id;
-  if (next.kind === 'delivered') s.succeeded.run(endpointId);
-  else if (next.kind === 'gone') s.gone.run(at, at, endpointId);
+  if (next.kind === 'delivered') {
+    s.recovered.run({ endpointId, at });
+    s.succeeded.run(endpointId);
+  } else if (next.kind === 'gone') s.gone.run(at, at, endpointId);
   else s.failedOnce.run(at, endpointId);
   return true;
 }

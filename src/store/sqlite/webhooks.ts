@@ -6,9 +6,7 @@ import type {
   WebhookEndpointChange,
   WebhookEndpointQuery,
 } from '../../core/webhooks/endpoint.js';
-import { plantPayload, WEBHOOK_EVENTS, type WebhookEvent } from '../../core/webhooks/events.js';
 import { INT64_MIN } from '../../core/int64.js';
-import type { Plant } from '../../core/plant.js';
 import { WebhookEndpointLimitError, type WebhookStore } from '../store.js';
 import {
   ATTEMPT_COLUMNS,
@@ -37,8 +35,10 @@ function prepare(db: Database.Database) {
   return {
     count: db.prepare('SELECT count(*) FROM webhook_endpoints').pluck(),
     insert: db.prepare(
-      `INSERT INTO webhook_endpoints (url, events, description, created_at, updated_at, secret)
-       VALUES (?, ?, ?, ?, ?, ?) RETURNING ${ENDPOINT_COLUMNS}`,
+      `INSERT INTO webhook_endpoints
+         (url, events, description, created_at, updated_at, secret, log_position)
+       VALUES (?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) FROM audit_log))
+       RETURNING ${ENDPOINT_COLUMNS}`,
     ),
     getOne: db.prepare(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?`),
     page: db.prepare(
@@ -82,10 +82,16 @@ function prepare(db: Database.Database) {
   };
 }
 
+/**
+ * Endpoints and their deliveries on SQLite; `wake` is called after a retry asked for (a
+ * message for the queue), `changed` after an endpoint's create or update (it may have room
+ * for messages: the fan-out looks).
+ */
 export function sqliteWebhooks(
   db: Database.Database,
   batches: GroupCommit,
   wake: () => void,
+  changed: () => void,
 ): WebhookStore {
   const write = batchedWrites(batches);
   const s = prepare(db);
@@ -93,22 +99,28 @@ export function sqliteWebhooks(
     row === undefined ? undefined : toEndpoint(row as EndpointRow, sqliteTime);
   return {
     // Counted in the write's transaction: SQLite runs one at a time, across processes too.
-    create: ({ url, events, description, secret, at }: NewWebhookEndpoint, maxEndpoints) =>
-      write(() => {
+    create: async ({ url, events, description, secret, at }: NewWebhookEndpoint, maxEndpoints) => {
+      const created = await write(() => {
         if (maxEndpoints !== undefined && Number(s.count.get()) >= maxEndpoints) {
           throw new WebhookEndpointLimitError(maxEndpoints);
         }
         const ms = at.getTime();
         const row = s.insert.get(url, eventsToText(events), description ?? null, ms, ms, secret);
         return toEndpoint(row as EndpointRow, sqliteTime);
-      }),
+      });
+      changed();
+      return created;
+    },
     get: async (id) => endpoint(guard(() => s.getOne.get(id))),
     list: async ({ limit, after }: WebhookEndpointQuery) =>
       (guard(() => s.page.all(after ?? INT64_MIN, limit)) as EndpointRow[]).map((row) =>
         toEndpoint(row, sqliteTime),
       ),
-    update: (id, change: WebhookEndpointChange, at) =>
-      write(() => endpoint(s.update.get(updateValues(id, change, at)))),
+    async update(id, change: WebhookEndpointChange, at) {
+      const updated = await write(() => endpoint(s.update.get(updateValues(id, change, at))));
+      if (updated !== undefined) changed();
+      return updated;
+    },
     delete: (id) =>
       write(() => {
         s.removeAttempts.run(id);
@@ -159,35 +171,3 @@ function deliveryPage(s: Statements, { endpointId, limit, after, status }: Deliv
         : s.deliveries.statusAfter;
   return statement.all({ endpointId, limit, after, status }) as MessageRow[];
 }
-
-/**
- * The outbox of plant writes: run inside a write's savepoint, it records the event once,
- * whatever the number of endpoints, with the highest endpoint id as it stands (see the
- * migration 0008_webhook_events), and answers how many events it recorded (0 or 1). Most
- * writes have no subscriber: one entry of the partial index webhook_endpoints_<event> says
- * so, and nothing is written. The fan-out writes the messages (webhook-events.ts).
- */
-export function sqliteOutbox(db: Database.Database) {
-  // The predicate of each index word for word, the event in it: a bound value would not match.
-  const subscribed = Object.fromEntries(
-    WEBHOOK_EVENTS.map((event) => [
-      event,
-      db
-        .prepare(
-          `SELECT max(id) FROM webhook_endpoints
-           WHERE enabled AND instr(' ' || events || ' ', ' ${event} ') > 0`,
-        )
-        .pluck(),
-    ]),
-  ) as Record<WebhookEvent, Database.Statement>;
-  const record = db.prepare(
-    `INSERT INTO webhook_events (event_type, payload, created_at, endpoint_max)
-     VALUES (@event, @payload, @at, (SELECT max(id) FROM webhook_endpoints))`,
-  );
-  return (event: WebhookEvent, plant: Plant): number =>
-    subscribed[event].get() === null
-      ? 0
-      : record.run({ event, payload: plantPayload(plant), at: Date.now() }).changes;
-}
-
-export type Outbox = ReturnType<typeof sqliteOutbox>;

@@ -1,0 +1,111 @@
+// What both adapters share for the fan-out of webhook messages from the changes feed's log:
+// which events an endpoint gets in one fan-out, and where its position moves (see the
+// migrations *_webhook_log_positions.sql for why the messages come from the log).
+import { randomBytes } from 'node:crypto';
+import type { ChangeEvent } from '../core/change-events.js';
+import type { WebhookEvent } from '../core/webhooks/events.js';
+import { eventsFromText } from './webhook-rows.js';
+
+/**
+ * The pending messages an endpoint has at most before the fan-out stops giving it more: four
+ * times the attempts it may have at once (fair-share.ts), so that an endpoint that answers
+ * always has its next messages written; one that does not keeps this many and costs the
+ * writes nothing more. Written into the statements and the partial index
+ * webhook_endpoints_with_room: change it there too.
+ */
+export const MESSAGES_PER_ENDPOINT = 64;
+
+/**
+ * An endpoint that holds its most pending, none of them due within this (every one waiting
+ * for a later try of the retry schedule, as when its receiver has been down for a while), is
+ * stalled: the events behind would wait for those tries, up to the schedule's longest delay
+ * (10 h by default), also once the receiver is back. So a stalled endpoint gets its next event
+ * anyway, one message more than its most (a probe): the first delivered attempt makes the
+ * others due at once (the queues' finish), and the endpoint resumes within minutes of its
+ * receiver's return.
+ */
+export const STALLED_AFTER_MS = 5 * 60_000;
+
+/** How often a fan-out looks for stalled endpoints at most (a look reads every full one). */
+export const STALLED_LOOK_MS = 60_000;
+
+/** What a stalled endpoint is read as: room for one message (see STALLED_AFTER_MS). */
+export const STALLED_PENDING = MESSAGES_PER_ENDPOINT - 1;
+
+/** The predicate of the partial index webhook_endpoints_with_room, word for word. */
+export const WITH_ROOM = `enabled AND pending < ${MESSAGES_PER_ENDPOINT}`;
+
+/** How many events of the log one fan-out reads for one endpoint at most. */
+export const SCAN_PER_ENDPOINT = 2 * MESSAGES_PER_ENDPOINT;
+
+/** An enabled endpoint with room for messages, as the fan-out reads it. */
+export interface LogEndpoint {
+  id: bigint;
+  /** The log position up to which it has had its events. */
+  position: bigint;
+  /** The event types it subscribes to, as stored (space-separated). */
+  events: string;
+  pending: number;
+}
+
+/** A message the fan-out writes. */
+export interface LogMessage {
+  endpointId: bigint;
+  webhookId: string;
+  type: WebhookEvent;
+  payload: string;
+  at: Date;
+}
+
+/** One endpoint's part of a fan-out: its messages, and its position moved `from` → `to`. */
+export interface LogMove {
+  id: bigint;
+  from: bigint;
+  to: bigint;
+  messages: LogMessage[];
+}
+
+/**
+ * A webhook id: `msg_`, the event's Unix milliseconds in 12 hex digits, then 80 random bits.
+ * Unique as a random id is, and in time order, so that each new one goes at the end of the
+ * UNIQUE index instead of onto a random page of it (random ids made every commit write a
+ * page of that index per message, more of them the more messages are kept).
+ */
+export function webhookIdAt(at: Date): string {
+  return `msg_${at.getTime().toString(16).padStart(12, '0')}${randomBytes(10).toString('hex')}`;
+}
+
+/**
+ * What the endpoint gets of `events` (those above its position, oldest first, as read: at
+ * most SCAN_PER_ENDPOINT, none above `head`): those of its types, up to its room, as
+ * messages; and how far its position moves: to just before the first event it had no room
+ * for, else over every event read, else (fewer read than asked: the log ends there) to
+ * `head`, every position up to which is final. Undefined when it does not move.
+ */
+export function planMove(
+  endpoint: LogEndpoint,
+  events: readonly ChangeEvent[],
+  head: bigint,
+): LogMove | undefined {
+  const wanted = new Set<string>(eventsFromText(endpoint.events));
+  const room = MESSAGES_PER_ENDPOINT - endpoint.pending;
+  const messages: LogMessage[] = [];
+  let to = events.length < SCAN_PER_ENDPOINT ? head : events.at(-1)!.position;
+  for (const [i, event] of events.entries()) {
+    if (!wanted.has(event.type)) continue;
+    if (messages.length >= room) {
+      to = i === 0 ? endpoint.position : events[i - 1]!.position;
+      break;
+    }
+    messages.push({
+      endpointId: endpoint.id,
+      webhookId: webhookIdAt(event.at),
+      type: event.type,
+      payload: event.data,
+      at: event.at,
+    });
+  }
+  return to > endpoint.position
+    ? { id: endpoint.id, from: endpoint.position, to, messages }
+    : undefined;
+}
