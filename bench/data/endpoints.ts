@@ -3,12 +3,14 @@
  * with them, not what delivering costs. The endpoints are plantstore's own (created by its
  * store code before the server starts), all subscribed to `plant.created`, all at one address
  * in this harness that takes connections and never answers: each attempt waits out its
- * timeout, so the dispatcher has at most 64 in flight and does next to nothing, while every
- * create records its event and the fan-out writes its messages, as on a store in use.
+ * timeout, so the dispatcher has at most 64 in flight and does next to nothing, while the
+ * fan-out gives each endpoint the turn's creates until it holds its most pending
+ * (MESSAGES_PER_ENDPOINT), as on a store whose receivers stopped answering.
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
 import { openStore, type StoreConfig } from '../../src/store/open.js';
+import { MESSAGES_PER_ENDPOINT } from '../../src/store/webhook-log.js';
 
 let hole: { server: Server; sockets: Set<Socket>; url: string } | undefined;
 
@@ -59,7 +61,12 @@ export function endpointArgs(endpoints: number): string[] {
   ];
 }
 
-/** Subscribes `count` endpoints to `plant.created` on the database of `config`. */
+/**
+ * Subscribes `count` endpoints to `plant.created` on the database of `config`, each then
+ * holding its most pending (MESSAGES_PER_ENDPOINT), as endpoints whose receivers stopped
+ * answering do a moment after: the creates of that many plants (deleted again) fanned out as
+ * a server would. What filling them costs is measured apart (bench/HISTORY.md).
+ */
 export async function subscribeEndpoints(config: StoreConfig, count: number): Promise<void> {
   if (count === 0) return;
   const url = await blackHole();
@@ -74,6 +81,12 @@ export async function subscribeEndpoints(config: StoreConfig, count: number): Pr
         at: new Date(),
       });
     }
+    const fillers = [];
+    for (let i = 0; i < MESSAGES_PER_ENDPOINT; i++) {
+      fillers.push(await store.plants.insert({ name: `filler ${i}` }));
+    }
+    while ((await store.webhookEvents.fanOut(1000)).endpoints > 0);
+    for (const plant of fillers) await store.plants.delete(plant.id);
   } finally {
     await store.close();
   }

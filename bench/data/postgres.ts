@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import pg from 'pg';
 import type { Keeper } from '../harness/turn.js';
-import { clientIdsAbove, CREATED_BY_A_TURN, createTokens } from './seed.js';
+import { clientIdsAbove, CREATED_BY_A_TURN, createTokens, ENDED } from './seed.js';
 
 /** The PostgreSQL to measure on: PLANTSTORE_BENCH_DATABASE_URL, else the local default. */
 export const BENCH_POSTGRES_URL =
@@ -148,11 +148,10 @@ export class PostgresKeeper implements Keeper {
     ]);
   }
 
-  async clearOutbox(): Promise<number> {
-    await this.client.query('DELETE FROM webhook_attempts');
-    const messages = await this.client.query('DELETE FROM webhook_messages');
-    const events = await this.client.query('DELETE FROM webhook_events');
-    return (messages.rowCount ?? 0) + (events.rowCount ?? 0);
+  async clearEndedMessages(): Promise<number> {
+    await this.client.query(`DELETE FROM webhook_attempts WHERE message_id IN (${ENDED})`);
+    const messages = await this.client.query(`DELETE FROM webhook_messages WHERE id IN (${ENDED})`);
+    return messages.rowCount ?? 0;
   }
 
   /** The schema is dropped by SeededSchema.drop, which closes the client. */

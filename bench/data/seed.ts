@@ -71,6 +71,9 @@ export const clientIdsAbove = (plants: number, clientIds: number) => ({
   last: plants + 2 * clientIds,
 });
 
+/** The webhook messages that ended (delivered, failed): the pending ones stay. */
+export const ENDED = "SELECT id FROM webhook_messages WHERE status <> 'pending'";
+
 /**
  * The SQL condition (on `id`) of the plants a turn created, to be deleted after it: above
  * the seeded ones, and not one of the clients' (which the server skipped). Parameters: the
@@ -149,12 +152,11 @@ export class SqliteKeeper implements Keeper {
     this.checkpoint();
   }
 
-  async clearOutbox(): Promise<number> {
-    this.db.exec('DELETE FROM webhook_attempts');
-    const messages = this.db.prepare('DELETE FROM webhook_messages').run().changes;
-    const events = this.db.prepare('DELETE FROM webhook_events').run().changes;
+  async clearEndedMessages(): Promise<number> {
+    this.db.exec(`DELETE FROM webhook_attempts WHERE message_id IN (${ENDED})`);
+    const messages = this.db.prepare(`DELETE FROM webhook_messages WHERE id IN (${ENDED})`).run();
     this.checkpoint();
-    return messages + events;
+    return messages.changes;
   }
 
   /**

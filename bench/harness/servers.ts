@@ -104,8 +104,6 @@ export type ServerSpec =
       workers?: number;
       /** Serve /metrics on a port of its own (any free one). */
       metrics?: boolean;
-      /** false: with the SQLite outbox replaced by one that writes nothing. */
-      outbox?: boolean;
       /** More `serve` options, after the others. */
       extraArgs?: readonly string[];
     }
@@ -119,9 +117,7 @@ function argvOf(spec: ServerSpec, port: number): string[] {
     const script = `${ROOT}bench/yardsticks/${spec.kind}.ts`;
     return ['--import', 'tsx', script, ...where, '--port', String(port)];
   }
-  const withoutOutbox =
-    spec.outbox === false ? ['--import', `${ROOT}bench/no-outbox/register.mjs`] : [];
-  const argv = [...withoutOutbox, PLANTSTORE_BIN, 'serve', '--port', String(port)];
+  const argv = [PLANTSTORE_BIN, 'serve', '--port', String(port)];
   if (spec.databaseUrl !== undefined) argv.push('--database-url', spec.databaseUrl);
   else argv.push('--db', spec.db ?? '');
   // Every other setting is plantstore's default, the rate limits included: the load spreads

@@ -16,8 +16,6 @@ export interface Role {
   durability?: 'power' | 'process';
   /** plantstore with --metrics-port: what measuring costs (at most 3%). */
   metrics?: boolean;
-  /** false: plantstore with an outbox that writes nothing (bench/no-outbox/). */
-  outbox?: boolean;
   /** A Fastify yardstick with Fastify's own logger and plugins (yardsticks/fastify-plugins.ts). */
   plugins?: boolean;
   /** plantstore with this many webhook endpoints subscribed to plant.created (data/endpoints.ts). */
@@ -34,10 +32,10 @@ export interface Keeper {
   /** Deletes the plants with an id above `plants`, but those clients chose in the seed. */
   trim(plants: number): Promise<void>;
   /**
-   * Deletes every webhook event, message and attempt (what the writes of a turn made);
-   * answers how many events and messages there were.
+   * Deletes the webhook messages that ended and their attempts; the pending ones stay, as
+   * full endpoints keep them. Answers how many it deleted.
    */
-  clearOutbox(): Promise<number>;
+  clearEndedMessages(): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -17,10 +17,9 @@ function sqliteSpec(name: ContenderName, db: string, logLevel: string): ServerSp
   const { role } = CONTENDERS[name];
   if (role.kind === 'plantstore') {
     const metrics = 'metrics' in role && role.metrics;
-    const outbox = !('outbox' in role) || role.outbox;
     const durability = role.durability ?? 'power';
     const extraArgs = 'endpoints' in role ? endpointArgs(role.endpoints) : [];
-    return { kind: 'plantstore', db, durability, logLevel, metrics, outbox, extraArgs };
+    return { kind: 'plantstore', db, durability, logLevel, metrics, extraArgs };
   }
   if (role.kind === 'bare') return { kind: 'bare-sqlite', db };
   return { kind: 'plugins' in role && role.plugins ? 'fastify-plugins' : 'fastify-sqlite', db };

@@ -1,7 +1,6 @@
 /**
  * The webhook rows, on SQLite: how many deliveries a second one `serve` process makes to a
  * fast local receiver, and how soon a message leaves after its write on an idle server.
- * (What the outbox costs a write is a wrk row: 'plantstore no outbox' in rows/plan.ts.)
  * The receiver runs in this harness, beside wrk's core; the server on the servers' core.
  */
 import { execFileSync } from 'node:child_process';
@@ -84,8 +83,10 @@ function serve(ctx: PhaseContext, name: string, db: string): Promise<Server> {
 }
 
 /**
- * A backlog of `messages`, written while nothing listens (each first attempt fails and is
- * put an hour off), made due again at once, then sent by a new process to the receiver.
+ * A backlog of `messages` writes, made while nothing listens: the endpoint's first messages
+ * are written (each first attempt fails and is put an hour off), made due again at once, and
+ * the rest wait in the log. A new process sends them to the receiver, its fan-out writing the
+ * next messages as the first are delivered.
  */
 async function deliveryRate(ctx: PhaseContext, messages: number) {
   const db = join(ctx.dir, 'webhooks-rate.db');
@@ -101,9 +102,6 @@ async function deliveryRate(ctx: PhaseContext, messages: number) {
     );
     await Promise.all(batch);
   }
-  // The writer's fan-out writes the messages after the writes: all of them before it stops,
-  // so that the sender's span is sending alone.
-  await fannedOut(db);
   await stop(writer);
   const sqlite = new Database(db);
   sqlite.prepare('UPDATE webhook_messages SET next_attempt_at = 0, lease_until = NULL').run();
@@ -135,17 +133,6 @@ async function deliveryRate(ctx: PhaseContext, messages: number) {
       ? undefined
       : ((cpuAfter - cpuBefore) * 1e6) / messages;
   return { deliveriesPerSecond: messages / seconds, cpuUsPerDelivery };
-}
-
-/** Resolves once no webhook event waits to be fanned out in the SQLite database `db`. */
-async function fannedOut(db: string): Promise<void> {
-  const sqlite = new Database(db, { readonly: true });
-  try {
-    const waiting = sqlite.prepare('SELECT count(*) FROM webhook_events').pluck();
-    while ((waiting.get() as number) > 0) await new Promise((resolve) => setTimeout(resolve, 20));
-  } finally {
-    sqlite.close();
-  }
 }
 
 /** `count` writes one at a time, each waiting for its message: the median delay. */

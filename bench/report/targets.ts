@@ -458,16 +458,6 @@ export function checks(rows: Row[], facts: Facts): Check[] {
     ),
     ...ratioChecks(
       rows,
-      'plantstore power',
-      [
-        ['delete', 0.95],
-        ['post', 0.95],
-      ],
-      'with the webhook outbox ÷ without, no endpoint subscribed',
-      'plantstore no outbox',
-    ),
-    ...ratioChecks(
-      rows,
       'plantstore postgres',
       [
         ['getOne', 0.8],

@@ -52,10 +52,6 @@ export const CONTENDERS = {
     role: { kind: 'plantstore', database: 'sqlite', durability: 'power', metrics: true },
     data: 'sqlite-large',
   },
-  'plantstore no outbox': {
-    role: { kind: 'plantstore', database: 'sqlite', durability: 'power', outbox: false },
-    data: 'sqlite-large',
-  },
   fastify: { role: { kind: 'fastify', database: 'sqlite' }, data: 'sqlite-large' },
   // Fastify with its own logger and plugins for plantstore's features.
   'fastify-plugins': {
@@ -188,11 +184,6 @@ export function fullPlan(connections: number): GroupPlan[] {
     // What --metrics-port costs, against the same server without it, on a read and a write.
     if (scenario === 'getOne' || scenario === 'post') {
       rows.push({ subject: 'plantstore metrics', yardstick: 'plantstore power' });
-    }
-    // What the webhook outbox costs a write with no endpoint subscribed, against the same
-    // server whose outbox writes nothing.
-    if (scenario === 'delete' || scenario === 'post') {
-      rows.push({ subject: 'plantstore power', yardstick: 'plantstore no outbox' });
     }
     if (scenario !== 'delete') rows.push(SQLITE_SIZES);
     groups.push(group('sqlite-large', scenario, connections, rows));
