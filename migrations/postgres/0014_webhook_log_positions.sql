@@ -11,20 +11,23 @@
 -- event is passed while it commits) while the endpoint has fewer than 64 messages pending,
 -- and moves its position over what it gave and what it passed (events of types it does not
 -- subscribe to). An endpoint that does not answer keeps 64 messages pending and costs the
--- writes nothing more; the events it has yet to get wait in the log, as long as the feed
--- keeps them (--events-retention, the horizon of 0011): below the horizon it resumes at the
--- horizon. Each fan-out locks the endpoints it takes (FOR UPDATE SKIP LOCKED): every process
--- runs one, and no two give an endpoint the same event.
+-- writes nothing more; the events it has yet to get wait in the log, as long as the audit
+-- trail keeps them. Every process runs a fan-out: each moves an endpoint's position only from
+-- where it read it (an UPDATE that checks it), so no two give an endpoint the same event.
 --
 -- `log_position` starts at the last seq drawn when the endpoint is created: it gets the
 -- writes that draw theirs after it (one still committing that drew before is as if it came
--- first). It stays while the endpoint is disabled: re-enabled, it gets what was written
--- meanwhile, within the retention. `pending` counts its messages with status 'pending': the
+-- first). It stays while the endpoint is disabled: enabled again, it gets what was written
+-- meanwhile, but nothing below the feed's horizon (--events-retention, 0011). `pending` counts its messages with status 'pending': the
 -- fan-out adds what it writes, the trigger below follows every change of status (an
 -- attempt's end, a retry asked for), and deleting an endpoint deletes its messages with it.
 
 -- What the last fan-out of 0009 left: its events become messages as that fan-out would have
--- written them.
+-- written them. The lock keeps an instance of the older version, still running, from
+-- recording or fanning out an event meanwhile: it waits, then fails on the dropped table (stop
+-- older instances before upgrading, see docs/postgresql-and-scale.md).
+LOCK TABLE webhook_events IN ACCESS EXCLUSIVE MODE;
+
 INSERT INTO webhook_messages
     (endpoint_id, webhook_id, event_type, payload, created_at, next_attempt_at)
   SELECT e.id,

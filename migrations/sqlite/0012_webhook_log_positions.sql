@@ -10,13 +10,12 @@
 -- gives an endpoint the events above its `log_position` while it has fewer than 64 messages
 -- pending, and moves its position over what it gave and what it passed (events of types it
 -- does not subscribe to). An endpoint that does not answer keeps 64 messages pending and costs
--- the writes nothing more; the events it has yet to get wait in the log, as long as the feed
--- keeps them (--events-retention, the horizon of 0010): below the horizon it resumes at the
--- horizon.
+-- the writes nothing more; the events it has yet to get wait in the log, as long as the audit
+-- trail keeps them.
 --
 -- `log_position` starts at the log's head when the endpoint is created (it gets the writes
--- after it), and stays while it is disabled: re-enabled, it gets what was written meanwhile,
--- within the retention. `pending` counts its messages with status 'pending': the fan-out adds
+-- after it), and stays while it is disabled: enabled again, it gets what was written
+-- meanwhile, but nothing below the feed's horizon (--events-retention, 0010). `pending` counts its messages with status 'pending': the fan-out adds
 -- what it writes, the trigger below follows every change of status (an attempt's end, a
 -- retry asked for), and deleting an endpoint deletes its messages with it.
 

@@ -29,11 +29,40 @@ export const STALLED_AFTER_MS = 5 * 60_000;
 /** How often a fan-out looks for stalled endpoints at most (a look reads every full one). */
 export const STALLED_LOOK_MS = 60_000;
 
+/**
+ * The probes an endpoint holds at most beyond MESSAGES_PER_ENDPOINT: past them, a stalled
+ * endpoint waits for its messages' tries, so that a dead receiver's pending messages stay
+ * bounded (each probe stays pending for the whole retry schedule).
+ */
+export const MAX_PROBES = 4;
+
 /** What a stalled endpoint is read as: room for one message (see STALLED_AFTER_MS). */
 export const STALLED_PENDING = MESSAGES_PER_ENDPOINT - 1;
 
+/** How many events of the log a fan-out reads for a stalled endpoint: it takes one. */
+export const STALLED_SCAN = 16;
+
+/**
+ * How many endpoints one fan-out takes at most: a tenth of its messages, so that a write
+ * that each of many endpoints takes (one message each) is fanned out in few transactions,
+ * while the messages written stay about `maxMessages` (planning stops there).
+ */
+export const endpointsPerFanOut = (maxMessages: number): number =>
+  Math.max(1, Math.floor(maxMessages / 10));
+
 /** The predicate of the partial index webhook_endpoints_with_room, word for word. */
 export const WITH_ROOM = `enabled AND pending < ${MESSAGES_PER_ENDPOINT}`;
+
+/**
+ * An endpoint's position after an update that sets `enabled` (a bound value, true or 1 to
+ * enable): an endpoint enabled again resumes where it stopped, but not below the horizon of
+ * the changes feed (--events-retention), so that one disabled for months is not sent months
+ * of changes. While enabled, its position is never moved for it: an endpoint that is slow
+ * gets every event the audit trail keeps.
+ */
+export const RESUMED_POSITION = (enabled: string, greatest: 'max' | 'greatest'): string =>
+  `CASE WHEN ${enabled} AND NOT enabled
+     THEN ${greatest}(log_position, (SELECT position FROM event_horizon)) ELSE log_position END`;
 
 /** How many events of the log one fan-out reads for one endpoint at most. */
 export const SCAN_PER_ENDPOINT = 2 * MESSAGES_PER_ENDPOINT;
@@ -77,20 +106,21 @@ export function webhookIdAt(at: Date): string {
 
 /**
  * What the endpoint gets of `events` (those above its position, oldest first, as read: at
- * most SCAN_PER_ENDPOINT, none above `head`): those of its types, up to its room, as
- * messages; and how far its position moves: to just before the first event it had no room
- * for, else over every event read, else (fewer read than asked: the log ends there) to
- * `head`, every position up to which is final. Undefined when it does not move.
+ * most `asked`, none above `head`): those of its types, up to its room, as messages; and how
+ * far its position moves: to just before the first event it had no room for, else over every
+ * event read, else (fewer read than asked: the log ends there) to `head`, every position up
+ * to which is final. Undefined when it does not move.
  */
 export function planMove(
   endpoint: LogEndpoint,
   events: readonly ChangeEvent[],
   head: bigint,
+  asked: number = SCAN_PER_ENDPOINT,
 ): LogMove | undefined {
   const wanted = new Set<string>(eventsFromText(endpoint.events));
   const room = MESSAGES_PER_ENDPOINT - endpoint.pending;
   const messages: LogMessage[] = [];
-  let to = events.length < SCAN_PER_ENDPOINT ? head : events.at(-1)!.position;
+  let to = events.length < asked ? head : events.at(-1)!.position;
   for (const [i, event] of events.entries()) {
     if (!wanted.has(event.type)) continue;
     if (messages.length >= room) {

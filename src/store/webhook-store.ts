@@ -78,14 +78,15 @@ export type FanOutWake = 'events' | 'room';
 export interface WebhookEvents {
   /**
    * Writes the messages of the endpoints furthest behind, about `maxMessages` at most, and
-   * moves their positions, all in one transaction: a crash loses and doubles nothing.
-   * Endpoints another process is fanning out are passed over. Wakes the queue's listeners
-   * (onMessages) when it wrote a message.
+   * moves their positions, all in one transaction: a crash loses and doubles nothing. An
+   * endpoint another process moved meanwhile is left to it (PostgreSQL: its position is no
+   * longer the one read). Wakes the queue's listeners (onMessages) when it wrote a message.
    */
   fanOut(maxMessages: number): Promise<FanOutStep>;
   /**
    * Calls `listener` after each commit in this process that may give the fan-out work: a
-   * plant write ('events'), the end of a message or a change of an endpoint ('room');
+   * plant write ('events'), the end of a message that gives its endpoint room again or a
+   * change of an endpoint ('room');
    * answers the function that stops it.
    */
   onEvents(listener: (why: FanOutWake) => void): () => void;

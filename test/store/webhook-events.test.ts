@@ -92,7 +92,8 @@ forEachBackend((backend) => {
 
       const steps = [];
       for (;;) {
-        const step = await store.webhookEvents.fanOut(100 * MESSAGES_PER_ENDPOINT);
+        // A tenth of 1,000 messages' endpoints a fan-out (endpointsPerFanOut).
+        const step = await store.webhookEvents.fanOut(1000);
         if (step.endpoints === 0) break;
         steps.push(step);
       }
@@ -196,7 +197,17 @@ forEachBackend((backend) => {
       assert.equal(await fanOutAll(store), writes - MESSAGES_PER_ENDPOINT - 1);
     });
 
-    it('an endpoint behind the horizon of the log resumes at the horizon', async (t) => {
+    it('an enabled endpoint gets the events below the horizon; enabled again, it resumes there', async (t) => {
+      const db = await eventsDatabase(t, backend);
+      const { store } = db;
+      await subscribe(store);
+      for (const name of ['a', 'b', 'c']) await store.plants.insert({ name });
+      await store.events.settle?.();
+      assert.equal(await store.events.prune(new Date(Date.now() + 60_000), 10), 3);
+      assert.equal(await fanOutAll(store), 3, 'enabled: every event the audit trail keeps');
+    });
+
+    it('an endpoint enabled again resumes at the horizon of the log at the furthest back', async (t) => {
       const db = await eventsDatabase(t, backend);
       const { store } = db;
       const endpoint = await subscribe(store);
@@ -233,7 +244,8 @@ forEachBackend((backend) => {
       await Promise.all(
         Array.from({ length: 60 }, (_, i) => db.store.plants.insert({ name: `p${i}` })),
       );
-      // One endpoint a batch: both take the one furthest behind, and one of them moves it.
+      // Two endpoints a batch (60 messages each, 64 at most): both take those furthest behind,
+      // and one of them moves each.
       const written = await Promise.all([
         fanOutAll(db.store, MESSAGES_PER_ENDPOINT),
         fanOutAll(other, MESSAGES_PER_ENDPOINT),

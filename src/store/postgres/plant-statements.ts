@@ -1,6 +1,6 @@
 // The SQL of plantstore's plant writes and reads on PostgreSQL (src/store/postgres/plants.ts
-// runs them): each write is one statement, its audit entry, the settling of its
-// Idempotency-Key and its webhook event in CTEs beside the change.
+// runs them): each write is one statement, its audit entry (the event of the changes feed and
+// of the webhooks) and the settling of its Idempotency-Key in CTEs beside the change.
 import { KEY_FOUND, takeable } from '../rows.js';
 
 const COLUMNS = 'id, name, tag';

@@ -4,11 +4,14 @@ import {
   type LogEndpoint,
   type LogMove,
   MESSAGES_PER_ENDPOINT,
+  endpointsPerFanOut,
+  MAX_PROBES,
   planMove,
   SCAN_PER_ENDPOINT,
   STALLED_AFTER_MS,
   STALLED_LOOK_MS,
   STALLED_PENDING,
+  STALLED_SCAN,
   WITH_ROOM,
 } from '../webhook-log.js';
 import type { MessageSignal } from '../webhook-rows.js';
@@ -25,35 +28,52 @@ import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
 // UPDATE waits for the first's commit, then finds the position moved), and a crash between
 // the two loses nothing.
 
-/** The endpoints `endpoints` picks, each with the events above its position, up to $1. */
-const withEvents = (endpoints: string) => `SELECT r.room, x.* FROM (
-    SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE ${WITH_ROOM}) AS room,
-      (SELECT position FROM event_horizon LIMIT 1) AS horizon) r
+/**
+ * The endpoints `endpoints` picks, each with up to `asked` of the events above its position,
+ * up to $1.
+ */
+const withEvents = (endpoints: string, asked: number) => `SELECT r.room, x.* FROM (
+    SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE ${WITH_ROOM}) AS room) r
   LEFT JOIN LATERAL (
     SELECT e.id, e.log_position, e.events, e.pending, a.* FROM (${endpoints}) e
     LEFT JOIN LATERAL (
       SELECT ${EVENT_COLUMNS} FROM audit_log
-      WHERE seq > greatest(e.log_position, r.horizon) AND seq <= $1
-      ORDER BY seq LIMIT ${SCAN_PER_ENDPOINT}) a ON true) x ON true`;
+      WHERE seq > e.log_position AND seq <= $1
+      ORDER BY seq LIMIT ${asked}) a ON true) x ON true`;
 
 /** The endpoints with room furthest behind the head $1, at most $2. */
-const BEHIND = withEvents(`SELECT id, log_position, events, pending FROM webhook_endpoints
-  WHERE ${WITH_ROOM} AND log_position < $1 ORDER BY log_position LIMIT $2`);
+const BEHIND = withEvents(
+  `SELECT id, log_position, events, pending FROM webhook_endpoints
+  WHERE ${WITH_ROOM} AND log_position < $1 ORDER BY log_position LIMIT $2`,
+  SCAN_PER_ENDPOINT,
+);
 
-/** Full, behind $1, and none of its messages due before $3 (see STALLED_AFTER_MS); $2 at most. */
-const STALLED = withEvents(`SELECT id, log_position, events, ${STALLED_PENDING} AS pending
-  FROM webhook_endpoints e
-  WHERE enabled AND pending >= ${MESSAGES_PER_ENDPOINT} AND log_position < $1
+/**
+ * Full, its probes not all out, behind $1, and none of its messages due before $3 (see
+ * STALLED_AFTER_MS); $2 at most.
+ */
+const STALLED = withEvents(
+  `SELECT id, log_position, events, ${STALLED_PENDING} AS pending FROM webhook_endpoints e
+  WHERE enabled AND pending >= ${MESSAGES_PER_ENDPOINT}
+    AND pending < ${MESSAGES_PER_ENDPOINT + MAX_PROBES} AND log_position < $1
     AND NOT EXISTS (SELECT 1 FROM webhook_messages m
       WHERE m.endpoint_id = e.id AND m.status = 'pending' AND m.next_attempt_at <= $3)
-  ORDER BY log_position LIMIT $2`);
+  ORDER BY log_position LIMIT $2`,
+  STALLED_SCAN,
+);
 
+// The endpoints are locked in id order first, so that two processes moving some of the same
+// endpoints wait for each other rather than deadlock.
 const WRITE = `WITH moves AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::int[])
       AS m(id, from_position, to_position, n)),
+  locked AS (
+    SELECT e.id FROM webhook_endpoints e WHERE e.id IN (SELECT id FROM moves)
+    ORDER BY e.id FOR UPDATE),
   moved AS (
     UPDATE webhook_endpoints e SET log_position = m.to_position, pending = e.pending + m.n
-    FROM moves m WHERE e.id = m.id AND e.log_position = m.from_position AND e.enabled
+    FROM moves m JOIN locked l ON l.id = m.id
+    WHERE e.id = m.id AND e.log_position = m.from_position AND e.enabled
     RETURNING e.id),
   outboxed AS (
     INSERT INTO webhook_messages
@@ -91,9 +111,9 @@ export function postgresWebhookEvents(
   return {
     async fanOut(maxMessages): Promise<FanOutStep> {
       const head = await readable();
-      const limit = Math.max(1, Math.floor(maxMessages / MESSAGES_PER_ENDPOINT));
+      const limit = endpointsPerFanOut(maxMessages);
       const { rows } = await query<BehindRow>('webhooks.behind', BEHIND, [head.toString(), limit]);
-      const moves = planMoves(rows, head);
+      const moves = planMoves(rows, head, SCAN_PER_ENDPOINT);
       const room = rows[0]?.room === true;
       const now = Date.now();
       if (now - lookedForStalled >= STALLED_LOOK_MS) {
@@ -103,8 +123,16 @@ export function postgresWebhookEvents(
           maxMessages,
           new Date(now + STALLED_AFTER_MS),
         ]);
-        moves.push(...planMoves(stalled, head));
+        // Read apart from BEHIND: an endpoint in both (its messages ended in between) once.
+        const planned = new Set(moves.map((move) => move.id));
+        moves.push(
+          ...planMoves(stalled, head, STALLED_SCAN).filter((move) => !planned.has(move.id)),
+        );
       }
+      // About `maxMessages`: the endpoints after the first that reaches it wait.
+      let count = 0;
+      const cut = moves.findIndex((move) => (count += move.messages.length) >= maxMessages);
+      if (cut !== -1) moves.length = cut + 1;
       if (moves.length === 0) return { endpoints: 0, messages: 0, room };
       const written = moves.flatMap((move) => move.messages);
       const { rows: done } = await query<{ messages: bigint }>('webhooks.fanOut', WRITE, [
@@ -127,8 +155,8 @@ export function postgresWebhookEvents(
   };
 }
 
-/** The rows of BEHIND, an endpoint's events together, as their moves. */
-function planMoves(rows: readonly BehindRow[], head: bigint): LogMove[] {
+/** The rows of BEHIND or STALLED (`asked` events each), an endpoint's together, as moves. */
+function planMoves(rows: readonly BehindRow[], head: bigint, asked: number): LogMove[] {
   const endpoints = new Map<bigint, { endpoint: LogEndpoint; events: EventRow[] }>();
   for (const row of rows) {
     if (row.id === null) continue;
@@ -152,6 +180,7 @@ function planMoves(rows: readonly BehindRow[], head: bigint): LogMove[] {
       endpoint,
       events.map((row) => toChangeEvent(row, postgresTime)),
       head,
+      asked,
     );
     return move === undefined ? [] : [move];
   });

@@ -7,8 +7,9 @@ import {
   toClaimed,
 } from '../webhook-rows.js';
 import type { Query } from './query.js';
+import { MESSAGES_PER_ENDPOINT } from '../webhook-log.js';
 import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
-import { postgresTime } from './webhooks.js';
+import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
 
 // A claim takes each enabled endpoint's earliest due messages, at most its share, by
 // webhook_messages_due_by_endpoint, then the first of every endpoint's before the second of
@@ -64,13 +65,17 @@ const FINISH = `WITH settled AS (
     FROM settled s WHERE e.id = s.endpoint_id)
   -- The endpoint, and whether it was failing before this attempt (every part of a statement
   -- reads the rows as they were before it).
-  SELECT s.endpoint_id, e.failing_since IS NOT NULL AS was_failing
+  SELECT s.endpoint_id, e.failing_since IS NOT NULL AS was_failing, e.pending AS pending_before
   FROM settled s LEFT JOIN webhook_endpoints e ON e.id = s.endpoint_id`;
 
 // A delivered attempt after failures: the receiver is back, and the endpoint's other
 // messages waiting for a later try are due now (see STALLED_AFTER_MS in webhook-log.ts).
-const RECOVERED = `UPDATE webhook_messages SET next_attempt_at = $2
-  WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at > $2`;
+const RECOVERED = `WITH recovered AS (
+    UPDATE webhook_messages SET next_attempt_at = $2
+    WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at > $2 RETURNING 1),
+  notified AS (
+    SELECT pg_notify('${WEBHOOK_CHANNEL}', '') FROM (SELECT 1 FROM recovered LIMIT 1) o)
+  SELECT (SELECT count(*) FROM notified) AS notified`;
 
 /**
  * The queue on PostgreSQL; `signal` is fired by this process's commits that wrote messages,
@@ -104,9 +109,11 @@ export function postgresWebhookQueue(
       return rows.map((row) => toClaimed(row, now, until, postgresTime));
     },
     async finish(messageId, claimedUntil, attempt, next) {
-      const finished = await finish(query, messageId, claimedUntil, attempt, next);
-      if (finished && (next.kind === 'delivered' || next.kind === 'failed')) room();
-      return finished;
+      const done = await finish(query, messageId, claimedUntil, attempt, next);
+      if (done === undefined) return false;
+      if (done.recovered) signal.fire();
+      if (done.room) room();
+      return true;
     },
     async release(messageId, claimedUntil, freeAt) {
       const { rowCount } = await query(
@@ -181,10 +188,11 @@ async function finish(
   claimedUntil: Date,
   attempt: AttemptRecord,
   next: NextStep,
-): Promise<boolean> {
+): Promise<{ room: boolean; recovered: boolean } | undefined> {
   const { rows } = await query<{
     endpoint_id: bigint;
     was_failing: boolean | null;
+    pending_before: number | null;
   }>('webhooks.finish', FINISH, [
     messageId.toString(),
     claimedUntil,
@@ -199,11 +207,18 @@ async function finish(
     next.kind,
   ]);
   const settled = rows[0];
-  if (settled === undefined) return false;
+  if (settled === undefined) return undefined;
+  const ended = next.kind === 'delivered' || next.kind === 'failed';
+  // Only the end that takes it below its most: an endpoint with room had its events already.
+  const room = ended && settled.pending_before === MESSAGES_PER_ENDPOINT;
   // Its own statement, the endpoint a value: webhook_messages_due_by_endpoint answers it. A
   // crash in between leaves the messages to their retry schedule.
   if (next.kind === 'delivered' && settled.was_failing === true) {
-    await query('webhooks.recovered', RECOVERED, [settled.endpoint_id.toString(), attempt.at]);
+    const { rows: recovered } = await query<{ notified: bigint }>('webhooks.recovered', RECOVERED, [
+      settled.endpoint_id.toString(),
+      attempt.at,
+    ]);
+    return { room, recovered: Number(recovered[0]?.notified ?? 0) > 0 };
   }
-  return true;
+  return { room, recovered: false };
 }

@@ -19,6 +19,7 @@ import {
   toEndpoint,
 } from '../webhook-rows.js';
 import type { Query } from './query.js';
+import { RESUMED_POSITION } from '../webhook-log.js';
 
 /** The channel every plantstore on the database LISTENs on to hear of new messages. */
 export const WEBHOOK_CHANNEL = 'plantstore_webhooks';
@@ -135,6 +136,7 @@ async function update(
        enabled = coalesce($6, enabled),
        disabled_reason = ${DISABLED_REASON_AFTER_UPDATE('$6::boolean')},
        failing_since = CASE WHEN $6 THEN NULL ELSE failing_since END,
+       log_position = ${RESUMED_POSITION('$6::boolean', 'greatest')},
        updated_at = $7
      WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
     [

@@ -4,11 +4,14 @@ import type { FanOutStep, FanOutWake, WebhookEvents } from '../store.js';
 import {
   type LogEndpoint,
   MESSAGES_PER_ENDPOINT,
+  endpointsPerFanOut,
+  MAX_PROBES,
   planMove,
   SCAN_PER_ENDPOINT,
   STALLED_AFTER_MS,
   STALLED_LOOK_MS,
   STALLED_PENDING,
+  STALLED_SCAN,
   WITH_ROOM,
 } from '../webhook-log.js';
 import type { MessageSignal } from '../webhook-rows.js';
@@ -31,15 +34,16 @@ interface EndpointRow {
 function prepare(db: Database.Database) {
   return {
     head: db.prepare('SELECT coalesce(max(seq), 0) FROM audit_log').pluck(),
-    horizon: db.prepare('SELECT position FROM event_horizon').pluck(),
     behind: db.prepare(
       `SELECT id, log_position, events, pending FROM webhook_endpoints
        WHERE ${WITH_ROOM} AND log_position < @head ORDER BY log_position LIMIT @limit`,
     ),
-    // Full, and none of its messages due before @soon (see STALLED_AFTER_MS).
+    // Full, its probes not all out, and none of its messages due before @soon (see
+    // STALLED_AFTER_MS).
     stalled: db.prepare(
       `SELECT id, log_position, events, ${STALLED_PENDING} AS pending FROM webhook_endpoints e
-       WHERE enabled AND pending >= ${MESSAGES_PER_ENDPOINT} AND log_position < @head
+       WHERE enabled AND pending >= ${MESSAGES_PER_ENDPOINT}
+         AND pending < ${MESSAGES_PER_ENDPOINT + MAX_PROBES} AND log_position < @head
          AND NOT EXISTS (SELECT 1 FROM webhook_messages m
            WHERE m.endpoint_id = e.id AND m.status = 'pending' AND m.next_attempt_at <= @soon)
        ORDER BY log_position LIMIT @limit`,
@@ -47,7 +51,7 @@ function prepare(db: Database.Database) {
     room: db.prepare(`SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE ${WITH_ROOM})`).pluck(),
     events: db.prepare(
       `SELECT ${EVENT_COLUMNS} FROM audit_log WHERE seq > @after AND seq <= @head
-       ORDER BY seq LIMIT ${SCAN_PER_ENDPOINT}`,
+       ORDER BY seq LIMIT @limit`,
     ),
     write: db.prepare(
       `INSERT INTO webhook_messages
@@ -89,41 +93,42 @@ export function sqliteWebhookEvents(
 }
 
 /**
- * The endpoints furthest behind, as many as `maxMessages` fill if each took its room; with
- * `now`, then the stalled ones too (a message each).
+ * The endpoints furthest behind, until about `maxMessages` are written; with `now`, then the
+ * stalled ones too (a message each).
  */
 function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
   const head = s.head.get() as bigint;
-  const horizon = s.horizon.get() as bigint;
-  const limit = Math.max(1, Math.floor(maxMessages / MESSAGES_PER_ENDPOINT));
-  const behind = s.behind.all({ head, limit }) as EndpointRow[];
+  const limit = endpointsPerFanOut(maxMessages);
+  const behind = (s.behind.all({ head, limit }) as EndpointRow[]).map((row) => ({
+    row,
+    asked: SCAN_PER_ENDPOINT,
+  }));
   const stalled =
     now === undefined
       ? []
-      : (s.stalled.all({
-          head,
-          limit: maxMessages,
-          soon: now + STALLED_AFTER_MS,
-        }) as EndpointRow[]);
+      : (
+          s.stalled.all({ head, limit: maxMessages, soon: now + STALLED_AFTER_MS }) as EndpointRow[]
+        ).map((row) => ({ row, asked: STALLED_SCAN }));
   // Endpoints at one position (most often all of them, at the head) read the log once.
-  const read = new Map<bigint, ReturnType<typeof toChangeEvent>[]>();
+  const read = new Map<string, ReturnType<typeof toChangeEvent>[]>();
   let endpoints = 0;
   let written = 0;
-  for (const row of [...behind, ...stalled]) {
+  for (const { row, asked } of [...behind, ...stalled]) {
+    if (written >= maxMessages) break;
     const endpoint: LogEndpoint = {
       id: row.id,
       position: row.log_position,
       events: row.events,
       pending: Number(row.pending),
     };
-    const after = endpoint.position > horizon ? endpoint.position : horizon;
-    let events = read.get(after);
+    const key = `${endpoint.position} ${asked}`;
+    let events = read.get(key);
     if (events === undefined) {
-      const rows = s.events.all({ after, head }) as EventRow[];
+      const rows = s.events.all({ after: endpoint.position, head, limit: asked }) as EventRow[];
       events = rows.map((entry) => toChangeEvent(entry, sqliteTime));
-      read.set(after, events);
+      read.set(key, events);
     }
-    const move = planMove(endpoint, events, head);
+    const move = planMove(endpoint, events, head, asked);
     if (move === undefined) continue;
     for (const message of move.messages) {
       s.write.run({ ...message, at: message.at.getTime() });

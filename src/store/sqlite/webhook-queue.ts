@@ -15,6 +15,7 @@ import {
 } from '../webhook-rows.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard } from './query.js';
+import { MESSAGES_PER_ENDPOINT } from '../webhook-log.js';
 import { sqliteTime } from './webhooks.js';
 import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
 
@@ -69,6 +70,7 @@ function prepare(db: Database.Database) {
            WHERE id = @endpointId AND failing_since IS NOT NULL)`,
     ),
     succeeded: db.prepare('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?'),
+    pendingOf: db.prepare('SELECT pending FROM webhook_endpoints WHERE id = ?').pluck(),
     failedOnce: db.prepare(
       'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ?',
     ),
@@ -118,9 +120,11 @@ export function sqliteWebhookQueue(
   return {
     claim: (now, leaseMs, limit, shares) => write(() => claim(s, now, leaseMs, limit, shares)),
     async finish(messageId, claimedUntil, attempt, next) {
-      const finished = await write(() => finish(s, messageId, claimedUntil, attempt, next));
-      if (finished && (next.kind === 'delivered' || next.kind === 'failed')) room();
-      return finished;
+      const done = await write(() => finish(s, messageId, claimedUntil, attempt, next));
+      if (done === undefined) return false;
+      if (done.recovered) signal.fire();
+      if (done.room) room();
+      return true;
     },
     release: (id, claimedUntil, freeAt) =>
       write(
@@ -212,13 +216,18 @@ function claim(
     });
 }
 
+/**
+ * What an attempt's end did: undefined when the lease was no longer the claim's; `room` when
+ * its endpoint has just got room for a message (the fan-out looks), `recovered` when it made
+ * other messages due (the dispatcher looks).
+ */
 function finish(
   s: Statements,
   messageId: bigint,
   claimedUntil: Date,
   attempt: AttemptRecord,
   next: NextStep,
-): boolean {
+): { room: boolean; recovered: boolean } | undefined {
   const at = attempt.at.getTime();
   const settled = s.settle.get({
     id: messageId,
@@ -227,7 +236,7 @@ function finish(
     next: next.kind === 'retry' ? next.at.getTime() : at,
     completed: next.kind === 'delivered' || next.kind === 'failed' ? at : null,
   }) as { endpoint_id: bigint } | undefined;
-  if (settled === undefined) return false;
+  if (settled === undefined) return undefined;
   const { durationMs, httpStatus, error, responseExcerpt } = attempt;
   s.attempt.run(
     messageId,
@@ -238,10 +247,13 @@ function finish(
     storableText(responseExcerpt),
   );
   const endpointId = settled.endpoint_id;
+  let recovered = false;
   if (next.kind === 'delivered') {
-    s.recovered.run({ endpointId, at });
+    recovered = s.recovered.run({ endpointId, at }).changes > 0;
     s.succeeded.run(endpointId);
   } else if (next.kind === 'gone') s.gone.run(at, at, endpointId);
   else s.failedOnce.run(at, endpointId);
-  return true;
+  // Only the end that takes it below its most: an endpoint with room had its events already.
+  const room = Number(s.pendingOf.get(endpointId)) === MESSAGES_PER_ENDPOINT - 1;
+  return { room, recovered };
 }

@@ -21,6 +21,7 @@ import {
   toEndpoint,
 } from '../webhook-rows.js';
 import type { GroupCommit } from './group-commit.js';
+import { RESUMED_POSITION } from '../webhook-log.js';
 import { batchedWrites, guard } from './query.js';
 
 /** SQLite keeps times as Unix milliseconds (read as bigint with safe integers). */
@@ -51,6 +52,7 @@ function prepare(db: Database.Database) {
          enabled = coalesce(@enabled, enabled),
          disabled_reason = ${DISABLED_REASON_AFTER_UPDATE('@enabled')},
          failing_since = CASE WHEN @enabled = 1 THEN NULL ELSE failing_since END,
+         log_position = ${RESUMED_POSITION('@enabled', 'max')},
          updated_at = @at
        WHERE id = @id RETURNING ${ENDPOINT_COLUMNS}`,
     ),
