@@ -85,8 +85,8 @@ export interface WebhookEvents {
   fanOut(maxMessages: number): Promise<FanOutStep>;
   /**
    * Calls `listener` after each commit in this process that may give the fan-out work: a
-   * plant write ('events'), the end of a message that gives its endpoint room again or a
-   * change of an endpoint ('room');
+   * plant write ('events'), the end of a message that takes its endpoint down to REFILL_AT
+   * pending (webhook-log.ts) or a change of an endpoint ('room');
    * answers the function that stops it.
    */
   onEvents(listener: (why: FanOutWake) => void): () => void;

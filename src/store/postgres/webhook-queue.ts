@@ -7,7 +7,7 @@ import {
   toClaimed,
 } from '../webhook-rows.js';
 import type { Query } from './query.js';
-import { MESSAGES_PER_ENDPOINT } from '../webhook-log.js';
+import { REFILL_AT } from '../webhook-log.js';
 import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
 import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
 
@@ -209,8 +209,9 @@ async function finish(
   const settled = rows[0];
   if (settled === undefined) return undefined;
   const ended = next.kind === 'delivered' || next.kind === 'failed';
-  // Only the end that takes it below its most: an endpoint with room had its events already.
-  const room = ended && settled.pending_before === MESSAGES_PER_ENDPOINT;
+  // Only the end that takes it down to REFILL_AT: with more pending it has enough in hand. Two
+  // ends at once may both read the count before either (a refill then waits for the poll).
+  const room = ended && settled.pending_before === REFILL_AT + 1;
   // Its own statement, the endpoint a value: webhook_messages_due_by_endpoint answers it. A
   // crash in between leaves the messages to their retry schedule.
   if (next.kind === 'delivered' && settled.was_failing === true) {

@@ -15,7 +15,7 @@ import {
 } from '../webhook-rows.js';
 import type { GroupCommit } from './group-commit.js';
 import { batchedWrites, guard } from './query.js';
-import { MESSAGES_PER_ENDPOINT } from '../webhook-log.js';
+import { REFILL_AT } from '../webhook-log.js';
 import { sqliteTime } from './webhooks.js';
 import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
 
@@ -253,7 +253,7 @@ function finish(
     s.succeeded.run(endpointId);
   } else if (next.kind === 'gone') s.gone.run(at, at, endpointId);
   else s.failedOnce.run(at, endpointId);
-  // Only the end that takes it below its most: an endpoint with room had its events already.
-  const room = Number(s.pendingOf.get(endpointId)) === MESSAGES_PER_ENDPOINT - 1;
+  // Only the end that takes it down to REFILL_AT: with more pending it has enough in hand.
+  const room = Number(s.pendingOf.get(endpointId)) === REFILL_AT;
   return { room, recovered };
 }
