@@ -69,10 +69,15 @@ const FINISH = `WITH settled AS (
   FROM settled s LEFT JOIN webhook_endpoints e ON e.id = s.endpoint_id`;
 
 // A delivered attempt after failures: the receiver is back, and the endpoint's other
-// messages waiting for a later try are due now (see STALLED_AFTER_MS in webhook-log.ts).
+// messages waiting for a later try are due now (see STALLED_AFTER_MS in webhook-log.ts). The
+// row comparison, as in CLAIM, makes the range one of webhook_messages_due_by_endpoint: with
+// `next_attempt_at > $2` alone, the planner, which finds few messages due later in its
+// statistics, took a range of webhook_messages_due, every endpoint's retries.
 const RECOVERED = `WITH recovered AS (
     UPDATE webhook_messages SET next_attempt_at = $2
-    WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at > $2 RETURNING 1),
+    WHERE endpoint_id = $1 AND status = 'pending'
+      AND (endpoint_id, next_attempt_at) > ($1::bigint, $2::timestamptz)
+    RETURNING 1),
   notified AS (
     SELECT pg_notify('${WEBHOOK_CHANNEL}', '') FROM (SELECT 1 FROM recovered LIMIT 1) o)
   SELECT (SELECT count(*) FROM notified) AS notified`;
@@ -215,10 +220,13 @@ async function finish(
   // Its own statement, the endpoint a value: webhook_messages_due_by_endpoint answers it. A
   // crash in between leaves the messages to their retry schedule.
   if (next.kind === 'delivered' && settled.was_failing === true) {
-    const { rows: recovered } = await query<{ notified: bigint }>('webhooks.recovered', RECOVERED, [
-      settled.endpoint_id.toString(),
-      attempt.at,
-    ]);
+    // Planned with its values, as the claim is (see query.ts).
+    const { rows: recovered } = await query<{ notified: bigint }>(
+      'webhooks.recovered',
+      RECOVERED,
+      [settled.endpoint_id.toString(), attempt.at],
+      { planEachTime: true },
+    );
     return { room, recovered: Number(recovered[0]?.notified ?? 0) > 0 };
   }
   return { room, recovered: false };
