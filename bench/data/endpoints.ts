@@ -3,7 +3,8 @@
  * with them, not what delivering costs. The endpoints are plantstore's own (created by its
  * store code before the server starts), all subscribed to `plant.created`, all at one address
  * in this harness that takes connections and never answers: each attempt waits out its
- * timeout, so the dispatcher has at most 64 in flight and does next to nothing, while the
+ * timeout, so the dispatcher holds one attempt open for each endpoint (1,000 connections to
+ * one host) and does next to nothing else, while the
  * fan-out gives each endpoint the turn's creates until it holds its most pending
  * (MESSAGES_PER_ENDPOINT), as on a store whose receivers stopped answering.
  */

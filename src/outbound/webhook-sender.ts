@@ -29,8 +29,6 @@ export interface SenderOptions {
   timeoutMs: number;
   /** `plantstore/<version>`. */
   userAgent: string;
-  /** Open connections per destination host (per process). */
-  socketsPerHost?: number;
   resolve?: Resolve;
   /** For tests: how "now" is measured, for durations. */
   clock?: () => number;
@@ -42,7 +40,7 @@ export interface SenderOptions {
  * redirects are answers like any other, never followed.
  */
 export class HttpWebhookSender implements WebhookSender {
-  private readonly options: Required<Omit<SenderOptions, 'socketsPerHost'>>;
+  private readonly options: Required<SenderOptions>;
   private readonly agents: { http: http.Agent; https: https.Agent };
 
   constructor(options: SenderOptions) {
@@ -52,7 +50,11 @@ export class HttpWebhookSender implements WebhookSender {
       ...options,
     };
     const lookup = guardedLookup(options.policy, this.options.resolve);
-    const agent = { keepAlive: true, maxSockets: options.socketsPerHost ?? 16, lookup };
+    // No cap on connections per host: endpoints often share one (a relay, a tenant's paths),
+    // and a request waiting in the agent's queue behind another endpoint's hung attempts
+    // would wait out their timeouts. The dispatcher already bounds what is in flight, per
+    // endpoint (its window, at most 16) and per process (core/webhooks/fair-share.ts).
+    const agent = { keepAlive: true, lookup };
     this.agents = { http: new http.Agent(agent), https: new https.Agent(agent) };
   }
 
