@@ -20,6 +20,8 @@ import { parseRetryAfter } from './retry-after.js';
 
 /** The part of an answer kept in the attempt log. */
 export const EXCERPT_BYTES = 1024;
+/** Idle connections kept open per destination host, for the next attempts there. */
+export const IDLE_SOCKETS_PER_HOST = 16;
 /** More of an answer than this is not read: the connection is closed instead. */
 const DRAIN_BYTES = 64 * 1024;
 
@@ -53,8 +55,10 @@ export class HttpWebhookSender implements WebhookSender {
     // No cap on connections per host: endpoints often share one (a relay, a tenant's paths),
     // and a request waiting in the agent's queue behind another endpoint's hung attempts
     // would wait out their timeouts. The dispatcher already bounds what is in flight, per
-    // endpoint (its window, at most 16) and per process (core/webhooks/fair-share.ts).
-    const agent = { keepAlive: true, lookup };
+    // endpoint (its window, at most 16) and per process (core/webhooks/fair-share.ts). Of
+    // the connections a burst opened, 16 per host are kept for the next (Node's default
+    // keeps 256, open until the receiver closes them).
+    const agent = { keepAlive: true, maxFreeSockets: IDLE_SOCKETS_PER_HOST, lookup };
     this.agents = { http: new http.Agent(agent), https: new https.Agent(agent) };
   }
 

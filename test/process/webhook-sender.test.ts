@@ -1,14 +1,18 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { AddressPolicy, parseNetworks } from '../../src/core/webhooks/address-policy.js';
 import type { OutboundMessage } from '../../src/core/webhooks/delivery.js';
 import { newSecret, signatureHeader } from '../../src/core/webhooks/signature.js';
 import { destinationCheck, type Resolve } from '../../src/outbound/destination.js';
-import { HttpWebhookSender, type SenderOptions } from '../../src/outbound/webhook-sender.js';
+import {
+  HttpWebhookSender,
+  IDLE_SOCKETS_PER_HOST,
+  type SenderOptions,
+} from '../../src/outbound/webhook-sender.js';
 
 // The sender against real receivers on loopback: what goes on the wire, what an answer
 // comes to, and the address policy at connect time (a rebinding name included).
@@ -39,7 +43,7 @@ async function receiver(
     server.close();
   });
   const { port } = server.address() as AddressInfo;
-  return { received, port, url: `http://127.0.0.1:${port}/hook` };
+  return { received, port, server, url: `http://127.0.0.1:${port}/hook` };
 }
 
 const LOOPBACK = new AddressPolicy(parseNetworks('127.0.0.0/8,::1/128'));
@@ -149,6 +153,54 @@ describe('HttpWebhookSender', () => {
     assert.equal(outcome.status, 200);
     assert.equal(outcome.excerpt, 'partial');
   });
+
+  it(
+    'sends attempts to one host side by side, and keeps 16 connections',
+    { timeout: 20_000 },
+    async (t) => {
+      // Endpoints often share a host (a relay's paths): attempts there must not queue behind
+      // each other's, so each gets a connection of its own; idle ones beyond 16 are closed.
+      const ATTEMPTS = 40;
+      const held: ServerResponse[] = [];
+      let hold = true;
+      let allHeld: () => void = () => undefined;
+      const hook = await receiver(t, (_q, response) => {
+        if (!hold) return void response.writeHead(204).end();
+        held.push(response);
+        if (held.length === ATTEMPTS) allHeld();
+      });
+      const connections = new Set<Socket>();
+      hook.server.on('connection', (socket: Socket) => {
+        connections.add(socket);
+        socket.on('close', () => connections.delete(socket));
+      });
+      const made = sender(t, { timeoutMs: 10_000 });
+      const send = (count: number) =>
+        Promise.all(
+          Array.from({ length: count }, (_, i) => made.send(message(`${hook.url}/${i}`))),
+        );
+
+      const sent = send(ATTEMPTS);
+      await new Promise<void>((resolve) => (allHeld = resolve));
+      assert.equal(connections.size, ATTEMPTS);
+      let idle: () => void = () => undefined;
+      const closed = new Promise<void>((resolve) => (idle = resolve));
+      for (const socket of connections) {
+        socket.on('close', () => {
+          if (connections.size === IDLE_SOCKETS_PER_HOST) idle();
+        });
+      }
+      hold = false;
+      for (const response of held) response.writeHead(204).end();
+      for (const outcome of await sent) assert.equal(outcome.status, 204);
+      await closed;
+
+      // Those kept are used again: as many attempts more open no connection.
+      const kept = [...connections];
+      for (const outcome of await send(IDLE_SOCKETS_PER_HOST)) assert.equal(outcome.status, 204);
+      assert.deepEqual([...connections], kept);
+    },
+  );
 
   it('records a refused connection', async (t) => {
     const hook = await receiver(t, () => undefined);
