@@ -34,7 +34,7 @@ export function pinSelf(core: number): boolean {
   return true;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);

@@ -36,8 +36,11 @@ const EMPTY_CLAIM_SLEEP_MS = 250;
  * an endpoint with none in flight may always start one. Claims follow the same shares: each
  * claims at most what it may hold (its limit in flight, as many again waiting), so a
  * backlog of messages for a hung receiver is left in the queue rather than claimed, and an
- * endpoint new to the process is claimed one message. A claim the process cannot attempt
- * (too little lease left, stopping) is given back free at once.
+ * endpoint new to the process is claimed one message. An endpoint whose attempts fail is
+ * paused between them (250 ms, doubling with each failure in a row, up to a minute, less a
+ * random part): none of it is claimed or begun meanwhile, and the loop looks again when the
+ * pause ends. A claim the process cannot attempt (too little lease left, stopping) is given
+ * back free at once.
  */
 export class WebhookDispatcher {
   private readonly options: Required<Omit<DispatcherOptions, 'wakeSources'>> & {
@@ -67,7 +70,11 @@ export class WebhookDispatcher {
     // Every attempt in flight listens for the stop, and with the one each endpoint may always
     // start there can be more than maxInFlight: no leak, so no limit.
     setMaxListeners(0, this.stopSignal.signal);
-    this.endpoints = new EndpointTable(this.options.maxInFlight, this.options.perEndpoint);
+    this.endpoints = new EndpointTable(
+      this.options.maxInFlight,
+      this.options.perEndpoint,
+      this.options.random,
+    );
   }
 
   get leaseMs(): number {
@@ -119,14 +126,16 @@ export class WebhookDispatcher {
       const claimed = await this.claim(claimedAt, limit);
       if (claimed === limit || this.closing) continue;
       const due = await this.untilDue(claimedAt);
-      // Signals (an attempt's end, new messages) still wake it at once.
-      await this.sleep(claimed === 0 ? Math.max(due, EMPTY_CLAIM_SLEEP_MS) : due);
+      // Signals (an attempt's end, new messages) still wake it at once; the end of a pause
+      // wakes it once, not for nothing.
+      const wait = claimed === 0 ? Math.max(due, EMPTY_CLAIM_SLEEP_MS) : due;
+      await this.sleep(Math.min(wait, this.untilResume()));
     }
   }
 
   /** Claims up to `limit` messages, at most each endpoint's share; answers how many. */
   private async claim(at: Date, limit: number): Promise<number> {
-    const shares = this.endpoints.shares();
+    const shares = this.endpoints.shares(this.options.now().getTime());
     const { queue, now, log } = this.options;
     let messages: ClaimedMessage[];
     try {
@@ -144,9 +153,11 @@ export class WebhookDispatcher {
   private pump(): void {
     const limit = this.endpoints.limits();
     const { maxInFlight } = this.options;
+    const now = this.options.now().getTime();
     for (const endpoint of this.endpoints.values()) {
       while (
         endpoint.waiting.length > 0 &&
+        EndpointTable.running(endpoint, now) &&
         endpoint.inFlight < limit(endpoint) &&
         // The one attempt an endpoint may always have, however many others hold.
         (endpoint.inFlight === 0 || this.inFlight < maxInFlight)
@@ -159,9 +170,10 @@ export class WebhookDispatcher {
   private begin(endpoint: EndpointSlots, message: ClaimedMessage): void {
     endpoint.inFlight++;
     this.inFlight++;
+    const begun = this.options.now().getTime();
     const run = this.send(message).then((outcome) => {
       const delivered = outcome === 'unsent' ? undefined : outcome === 'delivered';
-      this.endpoints.ended(endpoint, delivered, this.options.now().getTime());
+      this.endpoints.ended(endpoint, delivered, this.options.now().getTime(), begun);
       this.inFlight--;
       this.running.delete(run);
       if (this.closing) return;
@@ -235,6 +247,12 @@ export class WebhookDispatcher {
       this.options.log.error({ err: error }, 'looking for due webhook messages failed');
       return this.options.pollMs;
     }
+  }
+
+  /** How long until an endpoint's pause ends that has messages to send then. */
+  private untilResume(): number {
+    const now = this.options.now().getTime();
+    return Math.max(0, this.endpoints.nextResume(now) - now);
   }
 
   /** Resolves after `ms`, or at once when signalled (now or while sleeping). */

@@ -1,4 +1,10 @@
-import { fairLevel, FIRST_WINDOW, heldAtMost, nextWindow } from '../core/webhooks/fair-share.js';
+import {
+  fairLevel,
+  FIRST_WINDOW,
+  heldAtMost,
+  nextWindow,
+  pauseAfter,
+} from '../core/webhooks/fair-share.js';
 import type { ClaimedMessage, ClaimShares } from '../store/store.js';
 
 /** What a dispatcher knows of one endpoint. */
@@ -12,6 +18,12 @@ export interface EndpointSlots {
   more: boolean;
   /** When it last held a message (epoch ms): idle endpoints are forgotten. */
   busyAt: number;
+  /** Its failed attempts in a row, each begun after the one before failed. */
+  failures: number;
+  /** When the last of those failed (epoch ms). */
+  failedAt: number;
+  /** No attempt of it begins before this (epoch ms): the pause after failures. */
+  pausedUntil: number;
 }
 
 const heldBy = (endpoint: EndpointSlots) => endpoint.inFlight + endpoint.waiting.length;
@@ -27,6 +39,8 @@ export class EndpointTable {
   constructor(
     private readonly maxInFlight: number,
     private readonly perEndpoint: number,
+    /** In [0, 1): the jitter of pauses. */
+    private readonly random: () => number,
   ) {}
 
   values(): IterableIterator<EndpointSlots> {
@@ -43,12 +57,16 @@ export class EndpointTable {
     return (endpoint) => Math.min(endpoint.window, level);
   }
 
-  /** What the next claim may take of each endpoint: what it may hold, less what it holds. */
-  shares(): ClaimShares {
+  /**
+   * What the next claim may take of each endpoint: what it may hold, less what it holds;
+   * nothing of one paused at `now`.
+   */
+  shares(now: number): ClaimShares {
     const limit = this.limits();
     const endpoints = new Map<bigint, number>();
     for (const [id, endpoint] of this.endpoints) {
-      endpoints.set(id, Math.max(0, heldAtMost(limit(endpoint)) - heldBy(endpoint)));
+      const room = heldAtMost(limit(endpoint)) - heldBy(endpoint);
+      endpoints.set(id, endpoint.pausedUntil > now ? 0 : Math.max(0, room));
     }
     return { perEndpoint: heldAtMost(FIRST_WINDOW), endpoints };
   }
@@ -61,7 +79,16 @@ export class EndpointTable {
       got.set(id, (got.get(id) ?? 0) + 1);
       let endpoint = this.endpoints.get(id);
       if (endpoint === undefined) {
-        endpoint = { inFlight: 0, waiting: [], window: FIRST_WINDOW, more: false, busyAt: at };
+        endpoint = {
+          inFlight: 0,
+          waiting: [],
+          window: FIRST_WINDOW,
+          more: false,
+          busyAt: at,
+          failures: 0,
+          failedAt: -Infinity,
+          pausedUntil: -Infinity,
+        };
         this.endpoints.set(id, endpoint);
       }
       endpoint.waiting.push(message);
@@ -73,20 +100,54 @@ export class EndpointTable {
     }
   }
 
-  /** Notes an attempt's end: `delivered`, or undefined when it was not made after all. */
-  ended(endpoint: EndpointSlots, delivered: boolean | undefined, at: number): void {
+  /**
+   * Notes the end of an attempt begun at `begun`: `delivered`, or undefined when it was not
+   * made after all. A failure pauses the endpoint (pauseAfter); attempts begun before the
+   * last failure (side by side with it) fail without lengthening the pause.
+   */
+  ended(endpoint: EndpointSlots, delivered: boolean | undefined, at: number, begun: number): void {
     if (delivered !== undefined) {
       const pressed = endpoint.more || heldBy(endpoint) >= endpoint.window;
       endpoint.window = nextWindow(endpoint.window, delivered, pressed, this.perEndpoint);
+    }
+    if (delivered === true) {
+      endpoint.failures = 0;
+      endpoint.pausedUntil = -Infinity;
+    } else if (delivered === false && begun >= endpoint.failedAt) {
+      endpoint.failures++;
+      endpoint.failedAt = at;
+      endpoint.pausedUntil = at + pauseAfter(endpoint.failures, this.random());
     }
     endpoint.inFlight--;
     endpoint.busyAt = at;
   }
 
-  /** Forgets the endpoints that held nothing since `before`: they start again at 1. */
+  /** Whether `endpoint` may begin an attempt at `now`. */
+  static running(endpoint: EndpointSlots, now: number): boolean {
+    return endpoint.pausedUntil <= now;
+  }
+
+  /**
+   * When the first pause ends, after `now`, of an endpoint with messages waiting or maybe
+   * left in the queue: the dispatcher looks again then. Infinity if none.
+   */
+  nextResume(now: number): number {
+    let first = Infinity;
+    for (const endpoint of this.endpoints.values()) {
+      const wants = endpoint.waiting.length > 0 || endpoint.more;
+      if (wants && endpoint.pausedUntil > now) first = Math.min(first, endpoint.pausedUntil);
+    }
+    return first;
+  }
+
+  /**
+   * Forgets the endpoints that held nothing, and were not paused, since `before`: they start
+   * again at a window of 1 and no pause.
+   */
   forget(before: number): void {
     for (const [id, endpoint] of this.endpoints) {
-      if (heldBy(endpoint) === 0 && endpoint.busyAt < before) this.endpoints.delete(id);
+      const idleSince = Math.max(endpoint.busyAt, endpoint.pausedUntil);
+      if (heldBy(endpoint) === 0 && idleSince < before) this.endpoints.delete(id);
     }
   }
 }

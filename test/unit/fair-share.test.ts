@@ -4,7 +4,9 @@ import {
   fairLevel,
   FIRST_WINDOW,
   heldAtMost,
+  LONGEST_PAUSE_MS,
   nextWindow,
+  pauseAfter,
 } from '../../src/core/webhooks/fair-share.js';
 
 // How a process shares its delivery slots among endpoints (see fair-share.ts): a window per
@@ -43,5 +45,16 @@ describe('webhook fair share', () => {
     assert.equal(heldAtMost(1), 1);
     assert.equal(heldAtMost(2), 4);
     assert.equal(heldAtMost(16), 32);
+  });
+
+  it('pauses a failing endpoint 250 ms, doubling with each failure in a row, up to a minute', () => {
+    assert.equal(pauseAfter(0, 0), 0, 'no pause before a failure');
+    assert.deepEqual(
+      [1, 2, 3, 4, 8, 9, 10, 1000].map((failures) => pauseAfter(failures, 0)),
+      [250, 500, 1000, 2000, 32_000, LONGEST_PAUSE_MS, LONGEST_PAUSE_MS, LONGEST_PAUSE_MS],
+    );
+    // Jitter takes up to half off, so that endpoints failing together spread their retries.
+    assert.equal(pauseAfter(1, 0.5), 188);
+    assert.ok(pauseAfter(9, 0.999_999) >= LONGEST_PAUSE_MS / 2);
   });
 });

@@ -338,6 +338,7 @@ describe('WebhookDispatcher', () => {
     queue: MemoryQueue,
     sender: ScriptedSender,
     now: () => Date = () => NOW,
+    random: () => number = Math.random,
   ) {
     t.mock.timers.enable({ apis: ['setTimeout'] });
     const made = new WebhookDispatcher({
@@ -346,6 +347,7 @@ describe('WebhookDispatcher', () => {
       log: silentLog,
       timeoutMs: 1000,
       now,
+      random,
       pollMs: 1000,
     });
     made.start();
@@ -419,6 +421,45 @@ describe('WebhookDispatcher', () => {
       await settle();
     }
     assert.equal(claims() - first, 4, 'one claim every 250 ms');
+  });
+
+  it('pauses an endpoint whose attempts fail at once; the others go meanwhile', async (t) => {
+    // A receiver that refuses every connection fails as fast as attempts are recorded: without
+    // a pause, its whole backlog would be tried at once, and again at each retry.
+    const queue = new MemoryQueue();
+    queue.add(20, 1n);
+    let clock = NOW.getTime();
+    const sender = new ScriptedSender(({ url }) =>
+      Promise.resolve(
+        url.endsWith('/1') ? { status: null, error: 'connect ECONNREFUSED' } : { status: 204 },
+      ),
+    );
+    const { settle } = onMockedTimers(
+      t,
+      queue,
+      sender,
+      () => new Date(clock),
+      () => 0,
+    );
+    const refused = () => sender.sent.filter(({ url }) => url.endsWith('/1')).length;
+    const wait = async (ms: number) => {
+      for (let left = ms; left > 0; left -= 10) {
+        clock += 10;
+        t.mock.timers.tick(10);
+        await settle();
+      }
+    };
+    await settle();
+    assert.equal(refused(), 1, 'one attempt, then a pause');
+    for (const pause of [250, 500, 1000, 2000]) {
+      await wait(pause - 10);
+      assert.equal(refused(), 1 + [250, 500, 1000, 2000].indexOf(pause), `not within ${pause} ms`);
+      queue.add(1, 2n);
+      await settle();
+      assert.equal(sender.sent.at(-1)!.url, 'http://hooks.test/2', 'another endpoint meanwhile');
+      await wait(10);
+      assert.equal(refused(), 2 + [250, 500, 1000, 2000].indexOf(pause), `after ${pause} ms`);
+    }
   });
 
   it('abandons attempts still running after the grace period when stopped', async (t) => {

@@ -17,7 +17,30 @@
  * together would take more (an endpoint whose window is smaller leaves the rest of its share
  * to the others). And an endpoint with nothing in flight may always start one attempt,
  * however many slots others hold: so every endpoint with due messages has one going.
+ *
+ * And an endpoint whose attempts fail waits before its next one (pauseAfter): a receiver
+ * that refuses every connection fails its attempts as fast as the process can record them,
+ * and without a pause its 64 pending messages would each be tried at once, and all again at
+ * each step of their retry schedule, the process busy with nothing else meanwhile.
  */
+
+/** The pause after an endpoint's first failed attempt in a row. */
+export const FIRST_PAUSE_MS = 250;
+/** The longest pause: a receiver that is back is noticed within this (one attempt). */
+export const LONGEST_PAUSE_MS = 60_000;
+
+/**
+ * How long an endpoint waits before its next attempt after `failures` failed attempts in a
+ * row (each begun after the one before failed): 250 ms, doubling up to a minute, less up to
+ * half of it by `random` (in [0, 1)), so that endpoints that failed together do not all try
+ * again together; none before a failure. A receiver down for good thus gets about one
+ * attempt a minute per process, not its pending messages at once.
+ */
+export function pauseAfter(failures: number, random: number): number {
+  if (failures <= 0) return 0;
+  const pause = Math.min(LONGEST_PAUSE_MS, FIRST_PAUSE_MS * 2 ** Math.min(failures - 1, 30));
+  return Math.round(pause * (1 - random / 2));
+}
 
 /** The window of an endpoint the process has not sent to yet (or forgot). */
 export const FIRST_WINDOW = 1;
