@@ -4,7 +4,10 @@
 // fails at once), one receiver here answering 204; then creates one every 10 ms, and each
 // create's lag from its 201 to its message at the healthy receiver.
 //
-//   npx tsx bench/tools/refused-endpoints.ts [--endpoints 100] [--creates 2000]
+//   npx tsx bench/tools/refused-endpoints.ts [--endpoints 100] [--creates 2000] [--down-after S]
+//
+// With --down-after, the N endpoints are at a second receiver that answers 204 until S seconds
+// into the creates and then closes (every connection refused from then on): a relay going down.
 //
 // Prints the lag (p50, p90, p99, max; and the worst of each 100 creates, in order), the
 // slowest create, the server's CPU seconds, and the attempts recorded.
@@ -24,6 +27,7 @@ const { values } = parseArgs({
   options: {
     endpoints: { type: 'string', default: '100' },
     creates: { type: 'string', default: '2000' },
+    'down-after': { type: 'string' },
   },
 });
 const endpoints = Number(values.endpoints);
@@ -61,7 +65,17 @@ const receiver = http.createServer((request, response) => {
 receiver.listen(0, '127.0.0.1');
 await once(receiver, 'listening');
 const healthy = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
-const closed = await freePort();
+const downAfter = values['down-after'] === undefined ? undefined : Number(values['down-after']);
+const relay = http.createServer((request, response) => {
+  request.resume().on('end', () => response.writeHead(204).end());
+});
+let closed: number;
+if (downAfter === undefined) closed = await freePort();
+else {
+  relay.listen(0, '127.0.0.1');
+  await once(relay, 'listening');
+  closed = (relay.address() as AddressInfo).port;
+}
 
 const port = await freePort();
 const server = spawn(
@@ -110,6 +124,12 @@ const cpu = () => {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 };
 const cpuBefore = cpu();
+if (downAfter !== undefined) {
+  setTimeout(() => {
+    relay.close();
+    relay.closeAllConnections();
+  }, downAfter * 1000);
+}
 const written: [string, number][] = [];
 let slowest = 0;
 for (let i = 0; i < creates; i++) {
@@ -137,11 +157,13 @@ const worst: string[] = [];
 for (let i = 0; i < lags.length; i += 100) worst.push(ms(Math.max(...lags.slice(i, i + 100))));
 const store = new Database(db, { readonly: true });
 const attempts = store.prepare('SELECT count(*) FROM webhook_attempts').pluck().get();
+const messages = store.prepare('SELECT count(*) FROM webhook_messages').pluck().get();
 store.close();
 rmSync(dir, { recursive: true, force: true });
 console.log(
-  `${endpoints} refused endpoints, ${creates} creates: healthy lag p50 ${ms(rank(0.5))} ms, ` +
+  `${endpoints} ${downAfter === undefined ? 'refused endpoints' : `endpoints down after ${downAfter} s`}, ${creates} creates: healthy lag p50 ${ms(rank(0.5))} ms, ` +
     `p90 ${ms(rank(0.9))}, p99 ${ms(rank(0.99))}, max ${ms(rank(1))}; slowest create ` +
-    `${slowest.toFixed(0)} ms; server CPU ${cpuSeconds.toFixed(1)} s; ${String(attempts)} attempts`,
+    `${slowest.toFixed(0)} ms; server CPU ${cpuSeconds.toFixed(1)} s; ${String(attempts)} attempts, ` +
+    `${String(messages)} messages`,
 );
 console.log(`worst lag of each 100 creates, in ms: ${worst.join(' ')}`);
