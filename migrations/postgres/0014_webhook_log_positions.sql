@@ -18,9 +18,10 @@
 -- `log_position` starts at the last seq drawn when the endpoint is created: it gets the
 -- writes that draw theirs after it (one still committing that drew before is as if it came
 -- first). It stays while the endpoint is disabled: enabled again, it gets what was written
--- meanwhile, but nothing below the feed's horizon (--events-retention, 0011). `pending` counts its messages with status 'pending': the
--- fan-out adds what it writes, the trigger below follows every change of status (an
--- attempt's end, a retry asked for), and deleting an endpoint deletes its messages with it.
+-- meanwhile, but nothing below the feed's horizon (--events-retention, 0011). `pending`
+-- counts its messages with status 'pending': the fan-out adds what it writes, the trigger
+-- below follows every change of status (an attempt's end, a retry asked for), and deleting an
+-- endpoint deletes its messages with it.
 
 -- What the last fan-out of 0009 left: its events become messages as that fan-out would have
 -- written them. The lock keeps an instance of the older version, still running, from

@@ -15,9 +15,10 @@
 --
 -- `log_position` starts at the log's head when the endpoint is created (it gets the writes
 -- after it), and stays while it is disabled: enabled again, it gets what was written
--- meanwhile, but nothing below the feed's horizon (--events-retention, 0010). `pending` counts its messages with status 'pending': the fan-out adds
--- what it writes, the trigger below follows every change of status (an attempt's end, a
--- retry asked for), and deleting an endpoint deletes its messages with it.
+-- meanwhile, but nothing below the feed's horizon (--events-retention, 0010). `pending`
+-- counts its messages with status 'pending': the fan-out adds what it writes, the trigger
+-- below follows every change of status (an attempt's end, a retry asked for), and deleting an
+-- endpoint deletes its messages with it.
 
 -- What the last fan-out of 0008 left: its events become messages as that fan-out would have
 -- written them.

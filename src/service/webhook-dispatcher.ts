@@ -8,7 +8,7 @@ import {
   type DispatcherOptions,
   type WakeSource,
 } from './webhook-dispatch-options.js';
-import { EndpointTable, type EndpointSlots } from './webhook-endpoint-slots.js';
+import { EndpointTable, type EndpointSlots, pausedAt } from './webhook-endpoint-slots.js';
 
 export { DISPATCH_DEFAULTS, type DispatcherOptions, type WakeSource };
 
@@ -157,7 +157,7 @@ export class WebhookDispatcher {
     for (const endpoint of this.endpoints.values()) {
       while (
         endpoint.waiting.length > 0 &&
-        EndpointTable.running(endpoint, now) &&
+        !pausedAt(endpoint, now) &&
         endpoint.inFlight < limit(endpoint) &&
         // The one attempt an endpoint may always have, however many others hold.
         (endpoint.inFlight === 0 || this.inFlight < maxInFlight)

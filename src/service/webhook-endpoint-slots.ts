@@ -28,6 +28,10 @@ export interface EndpointSlots {
 
 const heldBy = (endpoint: EndpointSlots) => endpoint.inFlight + endpoint.waiting.length;
 
+/** Whether `endpoint` is in the pause after a failure at `now`: no attempt of it begins. */
+export const pausedAt = (endpoint: EndpointSlots, now: number): boolean =>
+  endpoint.pausedUntil > now;
+
 /**
  * The endpoints a dispatcher holds messages of, with their windows, and the shares of
  * the process's `maxInFlight` slots that follow (core/webhooks/fair-share.ts): what each may
@@ -66,7 +70,7 @@ export class EndpointTable {
     const endpoints = new Map<bigint, number>();
     for (const [id, endpoint] of this.endpoints) {
       const room = heldAtMost(limit(endpoint)) - heldBy(endpoint);
-      endpoints.set(id, endpoint.pausedUntil > now ? 0 : Math.max(0, room));
+      endpoints.set(id, pausedAt(endpoint, now) ? 0 : Math.max(0, room));
     }
     return { perEndpoint: heldAtMost(FIRST_WINDOW), endpoints };
   }
@@ -122,11 +126,6 @@ export class EndpointTable {
     endpoint.busyAt = at;
   }
 
-  /** Whether `endpoint` may begin an attempt at `now`. */
-  static running(endpoint: EndpointSlots, now: number): boolean {
-    return endpoint.pausedUntil <= now;
-  }
-
   /**
    * When the first pause ends, after `now`, of an endpoint with messages waiting or maybe
    * left in the queue: the dispatcher looks again then. Infinity if none.
@@ -135,7 +134,7 @@ export class EndpointTable {
     let first = Infinity;
     for (const endpoint of this.endpoints.values()) {
       const wants = endpoint.waiting.length > 0 || endpoint.more;
-      if (wants && endpoint.pausedUntil > now) first = Math.min(first, endpoint.pausedUntil);
+      if (wants && pausedAt(endpoint, now)) first = Math.min(first, endpoint.pausedUntil);
     }
     return first;
   }
