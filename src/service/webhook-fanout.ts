@@ -6,7 +6,10 @@ export const FAN_OUT_DEFAULTS = {
   maxMessages: 1000,
   /** With no wake-up, the events are looked at this often anyway. */
   pollMs: 1000,
-  /** The part of the time a fan-out with a backlog takes at most (see WebhookFanOut). */
+  /**
+   * The part of the time a fan-out with a backlog takes at most (see WebhookFanOut), unless
+   * the database sets its own (WebhookEvents.fanOutShare).
+   */
   share: 0.1,
 } as const;
 
@@ -55,7 +58,12 @@ export class WebhookFanOut {
   private refilled: number;
 
   constructor(options: FanOutOptions) {
-    this.options = { ...FAN_OUT_DEFAULTS, now: () => performance.now(), ...options };
+    this.options = {
+      ...FAN_OUT_DEFAULTS,
+      share: options.events.fanOutShare ?? FAN_OUT_DEFAULTS.share,
+      now: () => performance.now(),
+      ...options,
+    };
     this.budget = this.options.share * SHARE_WINDOW_MS;
     this.refilled = this.options.now();
   }

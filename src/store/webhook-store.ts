@@ -90,6 +90,11 @@ export interface WebhookEvents {
    * answers the function that stops it.
    */
   onEvents(listener: (why: FanOutWake) => void): () => void;
+  /**
+   * The part of the time a fan-out with a backlog may take here (WebhookFanOut's `share`),
+   * when the database sets one of its own.
+   */
+  readonly fanOutShare?: number;
 }
 
 /** A message claimed for one attempt, with what is needed to send it. */

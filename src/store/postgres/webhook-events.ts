@@ -152,8 +152,18 @@ export function postgresWebhookEvents(
       return step;
     },
     onEvents: (listener) => wakes.on(listener),
+    fanOutShare: POSTGRES_FAN_OUT_SHARE,
   };
 }
+
+/**
+ * On PostgreSQL the plant writes go on beside a fan-out, on the pool's other connections, and
+ * most of a fan-out's time is round trips: a tenth of the time (SQLite's share, where a
+ * fan-out holds the one writer) let it keep up with a few dozen creates a second to 21
+ * endpoints on a slow machine, and a healthy endpoint's messages of a burst waited 1 to 3 s
+ * (test/process/webhooks-fairness.test.ts); at three tenths, 0.15 to 0.3 s.
+ */
+const POSTGRES_FAN_OUT_SHARE = 0.3;
 
 /** The rows of BEHIND or STALLED (`asked` events each), an endpoint's together, as moves. */
 function planMoves(rows: readonly BehindRow[], head: bigint, asked: number): LogMove[] {
