@@ -25,6 +25,7 @@ class MemoryEvents extends EventEmitter implements WebhookEvents {
     private readonly steps: (FanOutStep | Error)[],
     private readonly clock: { ms: number },
     private readonly msPerStep = 0,
+    readonly fanOutShare?: number,
   ) {
     super();
   }
@@ -57,7 +58,7 @@ class MemoryEvents extends EventEmitter implements WebhookEvents {
   }
 }
 
-function start(t: TestContext, events: MemoryEvents, clock: { ms: number }, share = 0.1) {
+function start(t: TestContext, events: MemoryEvents, clock: { ms: number }, share?: number) {
   const errors: string[] = [];
   const log: Log = {
     error: (_fields, message) => errors.push(message),
@@ -65,7 +66,13 @@ function start(t: TestContext, events: MemoryEvents, clock: { ms: number }, shar
     info: () => undefined,
   };
   // A poll that never comes within a test: only wake-ups and backlogs make it fan out.
-  const fanOut = new WebhookFanOut({ events, log, pollMs: 3_600_000, share, now: () => clock.ms });
+  const fanOut = new WebhookFanOut({
+    events,
+    log,
+    pollMs: 3_600_000,
+    ...(share !== undefined && { share }),
+    now: () => clock.ms,
+  });
   fanOut.start();
   t.after(() => fanOut.stop());
   return { fanOut, errors };
@@ -119,6 +126,29 @@ it('goes on through a backlog, pausing so that it takes a tenth of the time at m
     [900, 900, 3_600_000],
     'the first batch spends the 100 ms a burst may take; each after it waits 9 times its time; ' +
       'then, nothing left, it waits for a wake-up or the poll',
+  );
+});
+
+it("takes the database's own share when it sets one", async (t) => {
+  const clock = { ms: 0 };
+  // Three tenths (PostgreSQL's): a burst of 300 ms, refilled by 0.3 ms a ms meanwhile; at a
+  // tenth, the first batch of 150 ms would already overspend the burst of 100.
+  const events = new MemoryEvents([ONE, ONE, ONE, NONE], clock, 150, 0.3);
+  const pauses: number[] = [];
+  const setTimeoutReal = globalThis.setTimeout;
+  t.mock.method(globalThis, 'setTimeout', (callback: () => void, ms: number) => {
+    if (callback.name !== 'fanOutResume') return setTimeoutReal(callback, ms);
+    pauses.push(Math.round(ms));
+    clock.ms += ms;
+    return setTimeoutReal(callback, 0);
+  });
+  start(t, events, clock);
+  await events.called(4);
+  assert.deepEqual(
+    pauses,
+    [200, 3_600_000],
+    'two batches within the burst (300, less 150 twice, plus 45 twice); the third overspends ' +
+      'it by 60 ms and waits 200; then it waits for a wake-up or the poll',
   );
 });
 
