@@ -78,6 +78,22 @@ function start(t: TestContext, events: MemoryEvents, clock: { ms: number }, shar
   return { fanOut, errors };
 }
 
+/**
+ * The fan-out's pauses (rounded to the ms), each passed at once with the test's clock moved on
+ * as long; other timers run as they are.
+ */
+function passedPauses(t: TestContext, clock: { ms: number }): number[] {
+  const pauses: number[] = [];
+  const setTimeoutReal = globalThis.setTimeout;
+  t.mock.method(globalThis, 'setTimeout', (callback: () => void, ms: number) => {
+    if (callback.name !== 'fanOutResume') return setTimeoutReal(callback, ms);
+    pauses.push(Math.round(ms));
+    clock.ms += ms;
+    return setTimeoutReal(callback, 0);
+  });
+  return pauses;
+}
+
 it('looks once at the start, then fans out at each event recorded, at most 1,000 messages a time', async (t) => {
   const clock = { ms: 0 };
   const events = new MemoryEvents([NONE, NONE], clock);
@@ -111,14 +127,7 @@ it('goes on through a backlog, pausing so that it takes a tenth of the time at m
   const clock = { ms: 0 };
   // Each batch takes 100 ms of the test's clock; a pause moves the clock on as long.
   const events = new MemoryEvents([ONE, ONE, ONE, NONE], clock, 100);
-  const pauses: number[] = [];
-  const setTimeoutReal = globalThis.setTimeout;
-  t.mock.method(globalThis, 'setTimeout', (callback: () => void, ms: number) => {
-    if (callback.name !== 'fanOutResume') return setTimeoutReal(callback, ms);
-    pauses.push(ms);
-    clock.ms += ms;
-    return setTimeoutReal(callback, 0);
-  });
+  const pauses = passedPauses(t, clock);
   start(t, events, clock);
   await events.called(4);
   assert.deepEqual(
@@ -134,14 +143,7 @@ it("takes the database's own share when it sets one", async (t) => {
   // Three tenths (PostgreSQL's): a burst of 300 ms, refilled by 0.3 ms a ms meanwhile; at a
   // tenth, the first batch of 150 ms would already overspend the burst of 100.
   const events = new MemoryEvents([ONE, ONE, ONE, NONE], clock, 150, 0.3);
-  const pauses: number[] = [];
-  const setTimeoutReal = globalThis.setTimeout;
-  t.mock.method(globalThis, 'setTimeout', (callback: () => void, ms: number) => {
-    if (callback.name !== 'fanOutResume') return setTimeoutReal(callback, ms);
-    pauses.push(Math.round(ms));
-    clock.ms += ms;
-    return setTimeoutReal(callback, 0);
-  });
+  const pauses = passedPauses(t, clock);
   start(t, events, clock);
   await events.called(4);
   assert.deepEqual(
