@@ -86,9 +86,9 @@ export class EventFeed {
   /**
    * A page of up to `limit` events after `after` (from the oldest kept when undefined), read
    * from the database. Throws `eventsGone` when events after `after` may be pruned, or when it
-   * is past the newest event. */
-  async page(after: bigint | undefined, limit: number): Promise<FeedPage> {
-    await this.settle();
+   * is past the newest event. `settle: false`: up to what the log made readable so far. */
+  async page(after: bigint | undefined, limit: number, settle = true): Promise<FeedPage> {
+    if (settle) await this.settle();
     const { events, horizon, head: known } = await this.events.read(after, limit);
     if (after !== undefined && after < horizon) throw eventsPruned(after, horizon);
     // Past the newest event, a cursor names events this log never had (another store's, or
@@ -109,13 +109,14 @@ export class EventFeed {
   }
 
   /**
-   * Up to `limit` events after `after`: from memory when it holds every event after it,
-   * else a page from the database (which may throw `eventsGone`).
+   * Up to `limit` events after `after`: from memory, else a page of the log (may throw
+   * `eventsGone`) with no settle: memory's were readable, so the log has some, and a stream
+   * catching up would pay a look (on PostgreSQL two statements on pg_locks) a batch.
    */
   async after(after: bigint, limit: number): Promise<ChangeEvent[]> {
     await this.start();
     if (this.stale) await this.refresh();
-    return this.recent.after(after, limit) ?? (await this.page(after, limit)).events;
+    return this.recent.after(after, limit) ?? (await this.page(after, limit, false)).events;
   }
 
   /** A stream's cursor, at `position`: see FeedCursor. */

@@ -157,6 +157,29 @@ describe('the changes feed and the events the store hands over', () => {
     feed.close();
   });
 
+  it('pages a stream behind memory from the log without a look; a page of the API looks', async () => {
+    const log = new MemoryLog();
+    let looks = 0;
+    const feed = new EventFeed(log, {
+      settle: async () => {
+        looks += 1;
+      },
+    });
+    const release = feed.admit();
+    feed.follow(0n);
+    assert.deepEqual(await feed.after(0n, 10), []);
+    const total = BigInt(3 * RECENT_EVENTS);
+    for (let p = 1n; p <= total; p++) log.commit([p], { here: true });
+    const [looksBefore, readsBefore] = [looks, log.reads];
+    assert.deepEqual(positions(await feed.after(0n, 3)), [1n, 2n, 3n]);
+    assert.equal(log.reads, readsBefore + 1, 'older than memory: a page of the log');
+    assert.equal(looks, looksBefore, 'and no look: memory shows the log has them');
+    assert.deepEqual(positions((await feed.page(0n, 3)).events), [1n, 2n, 3n]);
+    assert.equal(looks, looksBefore + 1, 'a page asked for makes every commit readable first');
+    release();
+    feed.close();
+  });
+
   it('drops from memory, at the next wake-up, the events every stream has read', async () => {
     const { log, feed, cursor, readsBefore } = await following(0n);
     const behind = feed.follow(0n);
