@@ -7,8 +7,8 @@ export const FAN_OUT_DEFAULTS = {
   /** With no wake-up, the events are looked at this often anyway. */
   pollMs: 1000,
   /**
-   * The part of the time a fan-out with a backlog takes at most (see WebhookFanOut), unless
-   * the database sets its own (WebhookEvents.fanOutShare).
+   * The part of the time a fan-out with a backlog takes at most while other work uses the
+   * database (see WebhookFanOut).
    */
   share: 0.1,
 } as const;
@@ -41,7 +41,8 @@ const SHARE_WINDOW_MS = 1000;
  * wake-ups or not, so that the work of the messages never starves the writes that record
  * events: its batches spend a budget that refills at `share` ms a ms, up to `share` of a
  * second, and once it is spent the next batch waits for it. Single writes, far apart, never
- * wait. It never rejects: a failure (the database down) is logged, the events stay where
+ * wait. Where the store tells whether other work uses the database (WebhookEvents.othersBusy),
+ * a batch during which none did spends nothing: the fan-out may take the time nobody wants. It never rejects: a failure (the database down) is logged, the events stay where
  * they are, and it tries again at the next wake-up or poll.
  */
 export class WebhookFanOut {
@@ -60,7 +61,6 @@ export class WebhookFanOut {
   constructor(options: FanOutOptions) {
     this.options = {
       ...FAN_OUT_DEFAULTS,
-      share: options.events.fanOutShare ?? FAN_OUT_DEFAULTS.share,
       now: () => performance.now(),
       ...options,
     };
@@ -95,9 +95,10 @@ export class WebhookFanOut {
       this.woken = false;
       this.refill();
       const started = this.options.now();
+      const busyBefore = this.othersBusy();
       const step = await this.step();
       this.refill();
-      this.budget -= this.options.now() - started;
+      if (busyBefore || this.othersBusy()) this.budget -= this.options.now() - started;
       if (step !== undefined) this.room = step.room;
       if (step !== undefined && step.endpoints > 0) {
         // More may wait: go on, once the budget is back to nothing overspent.
@@ -106,6 +107,10 @@ export class WebhookFanOut {
         await this.sleep(this.options.pollMs, true);
       }
     }
+  }
+
+  private othersBusy(): boolean {
+    return this.options.events.othersBusy?.() ?? true;
   }
 
   private refill(): void {

@@ -91,10 +91,13 @@ export interface WebhookEvents {
    */
   onEvents(listener: (why: FanOutWake) => void): () => void;
   /**
-   * The part of the time a fan-out with a backlog may take here (WebhookFanOut's `share`),
-   * when the database sets one of its own.
+   * Whether other work uses the database now (PostgreSQL: a pool connection besides the
+   * fan-out's own is in use, or a caller waits for one). Where the store can tell, a
+   * fan-out's batch counts against its share of the time (WebhookFanOut) only when other work
+   * did as it began or ended; where it cannot (SQLite, where a batch holds the one writer),
+   * every batch counts.
    */
-  readonly fanOutShare?: number;
+  othersBusy?(): boolean;
 }
 
 /** A message claimed for one attempt, with what is needed to send it. */

@@ -25,7 +25,8 @@ class MemoryEvents extends EventEmitter implements WebhookEvents {
     private readonly steps: (FanOutStep | Error)[],
     private readonly clock: { ms: number },
     private readonly msPerStep = 0,
-    readonly fanOutShare?: number,
+    /** Whether other work uses the database; absent, as on SQLite: every batch counts. */
+    readonly othersBusy?: () => boolean,
   ) {
     super();
   }
@@ -138,19 +139,21 @@ it('goes on through a backlog, pausing so that it takes a tenth of the time at m
   );
 });
 
-it("takes the database's own share when it sets one", async (t) => {
+it('counts only the batches during which other work used the database, where the store tells', async (t) => {
   const clock = { ms: 0 };
-  // Three tenths (PostgreSQL's): a burst of 300 ms, refilled by 0.3 ms a ms meanwhile; at a
-  // tenth, the first batch of 150 ms would already overspend the burst of 100.
-  const events = new MemoryEvents([ONE, ONE, ONE, NONE], clock, 150, 0.3);
+  // Batches of 150 ms, more than a burst's 100. Other work from the end of the third on (the
+  // store is asked as each batch begins and ends).
+  const steps = [ONE, ONE, ONE, ONE, ONE, NONE];
+  const events: MemoryEvents = new MemoryEvents(steps, clock, 150, () => events.calls.length >= 3);
   const pauses = passedPauses(t, clock);
   start(t, events, clock);
-  await events.called(4);
+  await events.called(6);
   assert.deepEqual(
     pauses,
-    [200, 3_600_000],
-    'two batches within the burst (300, less 150 twice, plus 45 twice); the third overspends ' +
-      'it by 60 ms and waits 200; then it waits for a wake-up or the poll',
+    [500, 1350, 1350, 3_600_000],
+    'the first two batches, nothing else using the database, spend nothing; the third overspends the full ' +
+      'burst by 50 ms and waits 10 times that, each after it 10 times 135 (0 + 15 - 150); ' +
+      'then, nothing left, it waits for a wake-up or the poll',
   );
 });
 

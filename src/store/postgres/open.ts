@@ -120,7 +120,13 @@ export async function openPostgresStore(
     audit: postgresAudit(query),
     idempotency: postgresIdempotency(query),
     webhooks: postgresWebhooks(query, () => messages.fire(), room),
-    webhookEvents: postgresWebhookEvents(query, readable, wakes, messages),
+    webhookEvents: postgresWebhookEvents(
+      query,
+      readable,
+      wakes,
+      messages,
+      () => pool.waitingCount > 0 || pool.totalCount - pool.idleCount > 1,
+    ),
     webhookQueue: postgresWebhookQueue(query, messages, room),
     events,
     onRemoteMessages(listener) {

@@ -99,13 +99,19 @@ interface BehindRow extends Partial<EventRow> {
 /**
  * The fan-out on PostgreSQL; `wakes` is fired by this process's plant writes, message ends and
  * endpoint changes, `messages` (the queue's signal) by a fan-out that wrote messages.
- * `readable` answers the watermark (PostgresEventLog).
+ * `readable` answers the watermark (PostgresEventLog); `othersBusy` whether other work uses
+ * the pool: the plant writes go on beside a fan-out on the pool's other connections, so a
+ * fan-out's time costs them only while there are any. At a tenth of the time, counted
+ * always, a healthy endpoint's messages of a burst waited 1 to 3 s behind 20 hung ones
+ * (test/process/webhooks-fairness.test.ts); at three tenths, a burst of creates beside 1,000
+ * healthy endpoints fell to 0.2 to 0.5x the creates a second (bench/HISTORY.md).
  */
 export function postgresWebhookEvents(
   query: Query,
   readable: () => Promise<bigint>,
   wakes: MessageSignal<FanOutWake>,
   messages: MessageSignal,
+  othersBusy: () => boolean,
 ): WebhookEvents {
   let lookedForStalled = -Infinity;
   return {
@@ -152,18 +158,9 @@ export function postgresWebhookEvents(
       return step;
     },
     onEvents: (listener) => wakes.on(listener),
-    fanOutShare: POSTGRES_FAN_OUT_SHARE,
+    othersBusy,
   };
 }
-
-/**
- * On PostgreSQL the plant writes go on beside a fan-out, on the pool's other connections, and
- * most of a fan-out's time is round trips: a tenth of the time (SQLite's share, where a
- * fan-out holds the one writer) let it keep up with a few dozen creates a second to 21
- * endpoints on a slow machine, and a healthy endpoint's messages of a burst waited 1 to 3 s
- * (test/process/webhooks-fairness.test.ts); at three tenths, 0.15 to 0.3 s.
- */
-const POSTGRES_FAN_OUT_SHARE = 0.3;
 
 /** The rows of BEHIND or STALLED (`asked` events each), an endpoint's together, as moves. */
 function planMoves(rows: readonly BehindRow[], head: bigint, asked: number): LogMove[] {
