@@ -42,8 +42,9 @@ const SHARE_WINDOW_MS = 1000;
  * events: its batches spend a budget that refills at `share` ms a ms, up to `share` of a
  * second, and once it is spent the next batch waits for it. Single writes, far apart, never
  * wait. Where the store tells whether other work uses the database (WebhookEvents.othersBusy),
- * a batch during which none did spends nothing: the fan-out may take the time nobody wants. It never rejects: a failure (the database down) is logged, the events stay where
- * they are, and it tries again at the next wake-up or poll.
+ * a batch during which none did spends nothing: the fan-out may take the time nobody wants.
+ * It never rejects: a failure (the database down) is logged, the events stay where they are,
+ * and it tries again at the next wake-up or poll.
  */
 export class WebhookFanOut {
   private readonly options: Required<FanOutOptions>;

@@ -91,8 +91,8 @@ export interface WebhookEvents {
    */
   onEvents(listener: (why: FanOutWake) => void): () => void;
   /**
-   * Whether other work uses the database now (PostgreSQL: a pool connection besides the
-   * fan-out's own is in use, or a caller waits for one). Where the store can tell, a
+   * Whether other work uses the database now (PostgreSQL: asked while the fan-out holds no
+   * connection, more than one of the pool's is in use, or a caller waits for one). Where the store can tell, a
    * fan-out's batch counts against its share of the time (WebhookFanOut) only when other work
    * did as it began or ended; where it cannot (SQLite, where a batch holds the one writer),
    * every batch counts.
