@@ -25,6 +25,7 @@ const attempt = (httpStatus: number | null) => ({
 const NOT_STATEMENTS = new Set([
   'close',
   'connections',
+  'othersBusy',
   'onRemoteMessages',
   'onMessages',
   'onEvents',
