@@ -60,11 +60,7 @@ export class WebhookFanOut {
   private refilled: number;
 
   constructor(options: FanOutOptions) {
-    this.options = {
-      ...FAN_OUT_DEFAULTS,
-      now: () => performance.now(),
-      ...options,
-    };
+    this.options = { ...FAN_OUT_DEFAULTS, now: () => performance.now(), ...options };
     this.budget = this.options.share * SHARE_WINDOW_MS;
     this.refilled = this.options.now();
   }

@@ -91,11 +91,10 @@ export interface WebhookEvents {
    */
   onEvents(listener: (why: FanOutWake) => void): () => void;
   /**
-   * Whether other work uses the database now (PostgreSQL: asked while the fan-out holds no
-   * connection, more than one of the pool's is in use, or a caller waits for one). Where the store can tell, a
-   * fan-out's batch counts against its share of the time (WebhookFanOut) only when other work
-   * did as it began or ended; where it cannot (SQLite, where a batch holds the one writer),
-   * every batch counts.
+   * Whether other work uses the database now (PostgreSQL: see postgresWebhookEvents). Where the
+   * store can tell, a fan-out's batch counts against its share of the time (WebhookFanOut)
+   * only when other work did as it began or ended; where it cannot (SQLite, where a batch
+   * holds the one writer), every batch counts.
    */
   othersBusy?(): boolean;
 }

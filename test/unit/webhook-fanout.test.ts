@@ -59,7 +59,7 @@ class MemoryEvents extends EventEmitter implements WebhookEvents {
   }
 }
 
-function start(t: TestContext, events: MemoryEvents, clock: { ms: number }, share?: number) {
+function start(t: TestContext, events: MemoryEvents, clock: { ms: number }, share = 0.1) {
   const errors: string[] = [];
   const log: Log = {
     error: (_fields, message) => errors.push(message),
@@ -67,13 +67,7 @@ function start(t: TestContext, events: MemoryEvents, clock: { ms: number }, shar
     info: () => undefined,
   };
   // A poll that never comes within a test: only wake-ups and backlogs make it fan out.
-  const fanOut = new WebhookFanOut({
-    events,
-    log,
-    pollMs: 3_600_000,
-    ...(share !== undefined && { share }),
-    now: () => clock.ms,
-  });
+  const fanOut = new WebhookFanOut({ events, log, pollMs: 3_600_000, share, now: () => clock.ms });
   fanOut.start();
   t.after(() => fanOut.stop());
   return { fanOut, errors };
@@ -151,9 +145,9 @@ it('counts only the batches during which other work used the database, where the
   assert.deepEqual(
     pauses,
     [500, 1350, 1350, 3_600_000],
-    'the first two batches, nothing else using the database, spend nothing; the third overspends the full ' +
-      'burst by 50 ms and waits 10 times that, each after it 10 times 135 (0 + 15 - 150); ' +
-      'then, nothing left, it waits for a wake-up or the poll',
+    'the first two batches, nothing else using the database, spend nothing; the third ' +
+      'overspends the full burst by 50 ms and waits 10 times that, each after it 10 times 135 ' +
+      '(0 + 15 - 150); then, nothing left, it waits for a wake-up or the poll',
   );
 });
 
