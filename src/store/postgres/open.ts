@@ -127,7 +127,7 @@ export async function openPostgresStore(
       messages,
       // Asked while the fan-out holds no connection. One in use may be the dispatcher's or the
       // feed's lone statement; two or more, or a caller waiting, is load (the threshold
-      // measured in bench/HISTORY.md; one was not tried).
+      // measured in bench/HISTORY.md; a threshold of one was not tried).
       () => pool.waitingCount > 0 || pool.totalCount - pool.idleCount > 1,
     ),
     webhookQueue: postgresWebhookQueue(query, messages, room),
