@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { describe, it, type TestContext } from 'node:test';
+import pg from 'pg';
+import { STILL_RUNNING, STILL_WRITING } from '../../src/store/postgres/plant-events.js';
+import type { Store } from '../../src/store/store.js';
+import { POSTGRES } from '../helpers/backends.js';
+
+// PostgreSQL's watermark (src/store/postgres/plant-events.ts): a look waits for the
+// transactions that may hold a seq it passes, by the activity table while it can vouch for
+// every transaction there, else by the locks on audit_log. Each test holds a write of the
+// trail open by hand, past a write that commits after it, and reads right after a settle: a
+// watermark that passed the open write would read the later event without it.
+
+interface Opened {
+  store: Store;
+  /** A connection of the test's own, on the store's schema. */
+  client(): Promise<pg.Client>;
+  /**
+   * Resolves once some backend runs (or has just run) one of `sqls`, polling every 5 ms, or
+   * as soon as `read` does (then: 'read').
+   */
+  running(sqls: string[], read: Promise<unknown>): Promise<string>;
+}
+
+async function opened(t: TestContext): Promise<Opened> {
+  const db = await POSTGRES.fresh(t);
+  if (db.dialect !== 'postgres') throw new Error('PostgreSQL only');
+  const store = await db.open({ poolSize: 4 });
+  const client = async () => {
+    const c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    t.after(() => c.end());
+    return c;
+  };
+  const watcher = await client();
+  return {
+    store,
+    client,
+    async running(sqls, read) {
+      let done = false;
+      const first = read.then(() => 'read');
+      void first.finally(() => (done = true));
+      while (!done) {
+        const { rows } = await watcher.query<{ query: string }>(
+          'SELECT query FROM pg_stat_activity WHERE query = ANY($1::text[])',
+          [sqls],
+        );
+        if (rows[0] !== undefined) return rows[0].query;
+        await Promise.race([first, new Promise((resolve) => setTimeout(resolve, 5))]);
+      }
+      return first;
+    },
+  };
+}
+
+/** Opens a transaction that has drawn a seq of the trail and not committed; answers the seq. */
+async function openWrite(client: pg.Client): Promise<bigint> {
+  await client.query('BEGIN');
+  const { rows } = await client.query<{ seq: string }>(
+    `INSERT INTO audit_log (at, action, plant_id, after_name)
+     VALUES (now(), 'create', 424242, 'held open') RETURNING seq`,
+  );
+  return BigInt(rows[0]!.seq);
+}
+
+/** The positions a read right after the next settle finds. */
+async function readAfterSettle(store: Store): Promise<bigint[]> {
+  await store.events.settle!();
+  return (await store.events.read(undefined, 100)).events.map((event) => event.position);
+}
+
+describe(`${POSTGRES.name}: the watermark of the changes feed`, { skip: POSTGRES.skip }, () => {
+  it('waits for a write still committing, found in the activity table', async (t) => {
+    const db = await opened(t);
+    const held = await db.client();
+    const first = await openWrite(held);
+    const later = (await db.store.plants.insert({ name: 'committed first' })).id;
+    const read = readAfterSettle(db.store);
+    // The look found the open write and waits for it to end: only then does it commit. (By
+    // the locks, if another test's transaction on this database is more than a second old.)
+    const how = await db.running([STILL_RUNNING, STILL_WRITING], read);
+    assert.notEqual(how, 'read', 'the settle waited for the write held open');
+    await held.query('COMMIT');
+    const positions = await read;
+    assert.equal(positions.length, 2, 'both events, the one committed last included');
+    assert.equal(positions[0], first);
+    assert.ok(positions[1]! > first);
+    t.diagnostic(`plant ${later}, waited by ${how === STILL_RUNNING ? 'activity' : 'locks'}`);
+  });
+
+  it('with a transaction open for more than a second, waits by the locks, and only for writes', async (t) => {
+    const db = await opened(t);
+    // A session idle in transaction, as a pg_dump or a forgotten psql: no write of the trail.
+    const idle = await db.client();
+    await idle.query('BEGIN');
+    await idle.query('SELECT 1');
+    for (;;) {
+      const { rows } = await idle.query<{ old: boolean }>(
+        "SELECT clock_timestamp() - xact_start > interval '1.05 s' AS old FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+      );
+      if (rows[0]!.old) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const held = await db.client();
+    const first = await openWrite(held);
+    await db.store.plants.insert({ name: 'committed first' });
+    const read = readAfterSettle(db.store);
+    assert.equal(await db.running([STILL_WRITING], read), STILL_WRITING);
+    await held.query('COMMIT');
+    const positions = await read;
+    assert.equal(positions.length, 2);
+    assert.equal(positions[0], first);
+    // The idle transaction is still open: a write after it is read all the same.
+    const next = await db.store.plants.insert({ name: 'beside the idle session' });
+    const after = await readAfterSettle(db.store);
+    assert.equal(after.length, 3, `the event of plant ${next.id} is read`);
+    await idle.query('ROLLBACK');
+  });
+});
