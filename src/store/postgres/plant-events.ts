@@ -1,8 +1,8 @@
 // The changes feed on PostgreSQL (GET /events): the audit trail read as a log of events, up
 // to a watermark below which every seq is final, so that no reader passes an entry still
-// committing (the argument: the migration 0011_changes_feed.sql, and below for the quick
-// look). The writes pay nothing for it; after its commits a writing process NOTIFYs, at most
-// every 20 ms, so that the streams of every process look again.
+// committing (the argument: the migration 0011_changes_feed.sql). The writes pay nothing for
+// it; after its commits a writing process NOTIFYs, at most every 20 ms, so that the streams of
+// every process look again.
 import type { Log } from '../../core/log.js';
 import type { EventLog } from '../event-log.js';
 import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
@@ -17,54 +17,11 @@ export const EVENTS_CHANNEL = 'plantstore_events';
 export const NOTIFY_EVERY_MS = 20;
 
 /** How long a look at the watermark waits between two looks at the writes it waits for. */
-const POLL_MS = [1, 2, 5, 10, 20];
+const LOCK_POLL_MS = [1, 2, 5, 10, 20];
 
-/**
- * The quick look waits this long at most for the transactions it found, and gives way to the
- * look at the locks if one of them is older (LOOK, below).
- */
-const QUICK_LOOK_MS = 1000;
-
-/** A transaction in the activity table: its backend's pid and its start, in µs. */
-const TRANSACTION = `a.pid || ':' || (extract(epoch FROM a.xact_start) * 1000000)::bigint`;
-
-// The quick look, first: the last seq handed out, then (in a subplan run for the row `drawn`
-// gives, so after it) every other transaction open in this database, as pid:start. Why it is
-// enough to wait for those: a write that drew a seq <= last had started its transaction
-// before (a backend publishes its transaction's start before it runs a statement, and the
-// sequence's buffer lock orders the draw before our read of `last`, and so before our read of
-// the activity), so it is among them or had ended; and a backend publishes the end of its
-// transaction (xact_start cleared or, for the next one, another start) only after its commit
-// is visible and its locks released. Two transactions of one backend never start at the same
-// microsecond. It answers no list (NULL), and the look at the locks decides, when it cannot
-// vouch for a transaction: one it may not see (another role's, state NULL), one not
-// published (track_activities off, state 'disabled'), or one older than QUICK_LOOK_MS (a
-// pg_dump, a session idle in transaction: the look at the locks waits only for the writes of
-// audit_log, so such a transaction holds back no stream). Autovacuum writes no seq. Prepared
-// transactions (PREPARE TRANSACTION) are not backends: plantstore never prepares one.
+// The last seq handed out, then (the correlated ARRAY runs for the row `drawn` gives, so after
+// it) the writes holding the lock every write of audit_log takes before it draws one.
 const LOOK = `WITH drawn AS MATERIALIZED (
-    SELECT coalesce(pg_sequence_last_value(
-      pg_get_serial_sequence('audit_log', 'seq')::regclass), 0) AS last)
-  SELECT d.last, (
-    SELECT CASE WHEN bool_or(a.state IS NULL OR a.state = 'disabled'
-        OR a.xact_start < clock_timestamp() - make_interval(secs => $1)) THEN NULL
-      ELSE coalesce(array_agg(${TRANSACTION}) FILTER (WHERE a.xact_start IS NOT NULL), '{}') END
-    FROM pg_stat_get_activity(NULL) a
-    WHERE a.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND a.pid <> pg_backend_pid() AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
-      AND d.last IS NOT NULL) AS running
-  FROM drawn d`;
-
-// How many of those transactions are still open: none, and every seq up to `last` is final.
-export const STILL_RUNNING = `SELECT count(*) AS n FROM pg_stat_get_activity(NULL) a
-  WHERE a.xact_start IS NOT NULL AND ${TRANSACTION} = ANY($1::text[])`;
-
-// The look at the locks: the last seq handed out, then (the same way) the writes holding the
-// lock every write of audit_log takes before it draws one. Reading pg_locks holds every
-// lock-manager partition for a moment, which writers then wait for: 60 such reads a second
-// cost a stream's creates 5 to 8% (bench/HISTORY.md), so it runs only when the quick look
-// cannot decide.
-const LOCK_LOOK = `WITH drawn AS MATERIALIZED (
     SELECT coalesce(pg_sequence_last_value(
       pg_get_serial_sequence('audit_log', 'seq')::regclass), 0) AS last)
   SELECT d.last, ARRAY(
@@ -206,38 +163,17 @@ class Watermark {
   }
 
   private async look(): Promise<void> {
-    const quick = await this.query<{ last: bigint; running: string[] | null }>(
-      'events.look',
-      LOOK,
-      [QUICK_LOOK_MS / 1000],
-    );
-    const { last, running } = quick.rows[0]!;
-    if (running !== null && (await this.waitFor('events.stillRunning', STILL_RUNNING, running))) {
-      this.raise(last);
-      return;
+    const { rows } = await this.query<{ last: bigint; writers: string[] }>('events.look', LOOK, []);
+    const { last, writers } = rows[0]!;
+    for (let i = 0; writers.length > 0; i++) {
+      const { rows: still } = await this.query<{ n: bigint }>(
+        'events.stillWriting',
+        STILL_WRITING,
+        [writers],
+      );
+      if (still[0]!.n === 0n) break;
+      await sleep(LOCK_POLL_MS[Math.min(i, LOCK_POLL_MS.length - 1)]!);
     }
-    const { rows } = await this.query<{ last: bigint; writers: string[] }>(
-      'events.lookAtLocks',
-      LOCK_LOOK,
-      [],
-    );
-    await this.waitFor('events.stillWriting', STILL_WRITING, rows[0]!.writers, Infinity);
-    this.raise(rows[0]!.last);
-  }
-
-  /** Whether none of `ids` counts in `sql` any longer, looked at until `ms` have passed. */
-  private async waitFor(name: string, sql: string, ids: string[], ms = QUICK_LOOK_MS) {
-    const until = performance.now() + ms;
-    for (let i = 0; ids.length > 0; i++) {
-      const { rows } = await this.query<{ n: bigint }>(name, sql, [ids]);
-      if (rows[0]!.n === 0n) return true;
-      if (performance.now() > until) return false;
-      await sleep(POLL_MS[Math.min(i, POLL_MS.length - 1)]!);
-    }
-    return true;
-  }
-
-  private raise(last: bigint): void {
     if (last > this.value) this.value = last;
   }
 }
