@@ -7,9 +7,10 @@ import { POSTGRES } from '../helpers/backends.js';
 
 // PostgreSQL's watermark (src/store/postgres/plant-events.ts, the argument in the migration
 // 0011_changes_feed.sql): a look waits for the writes holding the lock on audit_log that may
-// hold a seq it passes, and for those only. Each test holds a write of the trail open by hand,
-// past a write that commits after it, and reads right after a settle: a watermark that passed
-// the open write would read the later event without it.
+// hold a seq it passes, and for those only. The first test holds a write of the trail open by
+// hand, past a write that commits after it, and reads right after a settle: a watermark that
+// passed the open write would read the later event without it. (Another test's look on this
+// database may match `running` too: the test then proves less, and still never fails wrongly.)
 
 interface Opened {
   store: Store;
