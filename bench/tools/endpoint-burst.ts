@@ -1,0 +1,180 @@
+// A burst of creates beside healthy webhook endpoints on PostgreSQL: what the fan-out and the
+// deliveries take from the writes, and how many messages they deliver meanwhile. Not a row:
+// two servers from dist/ (`npm run build` first), each on a schema of its own, one with N
+// endpoints subscribed to `plant.created` at a receiver here that answers 204, one with none;
+// wrk creates (64 connections, no id) in turns alternating between them, the servers on core
+// 0, wrk and this script on core 1 (with taskset). Each server is started for each of its
+// turns and stopped after it, both alike, so that the one with endpoints delivers nothing
+// during the other's turns (left running, it would: a first version of this tool read 1.16x
+// because of it; paused with SIGSTOP, its attempts timed out at each resume). Its backlog, a
+// message per endpoint a create, stays in the database from one turn to the next. Both start
+// cold: the first second of each turn runs with the JIT still warming.
+// The kind of measurement behind bench/HISTORY.md's "burst beside 1,000 healthy endpoints".
+//
+//   npx tsx bench/tools/endpoint-burst.ts [--endpoints 1000] [--rounds 6] [--turn 2]
+//     [--database-url postgres://postgres@127.0.0.1:5432/test]
+//
+// Prints each pair of turns and their medians: creates/s with endpoints ÷ without, CPU per
+// create (the server's and its PostgreSQL backends'), the server's share of its core (well
+// under 1: the database or the machine set the pace, and the figures say what the writes get,
+// not how fast the server is), and the messages delivered during each turn.
+
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { openStore } from '../../src/store/open.js';
+import { BENCH_POSTGRES_URL, loopbackPort, seedSchema } from '../data/postgres.js';
+import { cpuOf, cpuSince, treeCpuSeconds } from '../harness/cpu.js';
+import { hasTaskset, pinSelf, type Server, startServer, stop } from '../harness/servers.js';
+import { median } from '../harness/summary.js';
+import { runWrk } from '../harness/wrk.js';
+
+const { values } = parseArgs({
+  options: {
+    endpoints: { type: 'string', default: '1000' },
+    rounds: { type: 'string', default: '6' },
+    turn: { type: 'string', default: '2' },
+    'database-url': { type: 'string', default: BENCH_POSTGRES_URL },
+  },
+});
+const endpoints = Number(values.endpoints);
+const rounds = Number(values.rounds);
+const turnSeconds = Number(values.turn);
+const adminUrl = values['database-url'];
+if (hasTaskset) pinSelf(1);
+
+let delivered = 0;
+const receiver = http.createServer((request, response) => {
+  request.resume().on('end', () => {
+    delivered += 1;
+    response.writeHead(204).end();
+  });
+});
+receiver.listen(0, '127.0.0.1');
+await once(receiver, 'listening');
+const hooks = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+
+const dir = mkdtempSync(join(tmpdir(), 'plantstore-burst-'));
+
+interface Side {
+  name: string;
+  /** Starts the side's server: for each turn (see the top of the file). */
+  start: () => Promise<Server>;
+  tokensFile: string;
+  backends: ((pid: number) => Promise<number[] | undefined>) | undefined;
+  turns: { perSecond: number; cpuUs: number; share: number; delivered: number }[];
+}
+
+const schemas: { drop(): Promise<void> }[] = [];
+const sides: Side[] = [];
+let running: Server | undefined;
+try {
+  for (const [name, count] of [
+    ['none', 0],
+    [`${endpoints} endpoints`, endpoints],
+  ] as const) {
+    const tokensFile = join(dir, `${count}.tokens`);
+    const schema = await seedSchema(adminUrl, 1, tokensFile);
+    schemas.push(schema);
+    const store = await openStore({ db: '', databaseUrl: schema.url, durability: 'process' });
+    try {
+      for (let i = 0; i < count; i++) {
+        await store.webhooks.create({
+          url: hooks,
+          events: ['plant.created'],
+          description: `burst ${i + 1}`,
+          secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw6Fp2s5D+bSY=',
+          at: new Date(),
+        });
+      }
+    } finally {
+      await store.close();
+    }
+    const start = () =>
+      startServer(
+        `plantstore, ${name}`,
+        {
+          kind: 'plantstore',
+          databaseUrl: schema.url,
+          durability: 'power',
+          logLevel: 'warn',
+          extraArgs: [
+            '--rate-limit',
+            'off',
+            '--webhook-allow-networks',
+            '127.0.0.0/8',
+            '--webhook-max-endpoints',
+            String(Math.max(count, 100)),
+          ],
+        },
+        '0',
+      );
+    const port = loopbackPort(schema.url);
+    const backends =
+      port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
+    sides.push({
+      name,
+      start,
+      tokensFile,
+      backends,
+      turns: [],
+    });
+  }
+
+  for (let round = 0; round < rounds; round++) {
+    for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
+      const server = await side.start();
+      running = server;
+      const before = treeCpuSeconds(server.pid) ?? NaN;
+      const dbBefore = cpuOf(await side.backends?.(server.pid));
+      const deliveredBefore = delivered;
+      const wrk = await runWrk({
+        url: server.url,
+        connections: 64,
+        seconds: turnSeconds,
+        tokensFile: side.tokensFile,
+        load: { mode: 'static', method: 'POST', path: '/plants', body: '{"name":"burst"}' },
+        plants: 1,
+        start: 0,
+        seed: round,
+        ...(hasTaskset && { core: 1 }),
+      });
+      const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - before;
+      const db = side.backends ? cpuSince(dbBefore, cpuOf(await side.backends(server.pid))) : 0;
+      await stop(server);
+      running = undefined;
+      const turn = {
+        perSecond: wrk.requests / wrk.seconds,
+        cpuUs: ((serverCpu + db) / wrk.requests) * 1e6,
+        share: serverCpu / wrk.seconds,
+        delivered: delivered - deliveredBefore,
+      };
+      side.turns.push(turn);
+      console.log(
+        `round ${round + 1}, ${side.name}: ${turn.perSecond.toFixed(0)} creates/s, ` +
+          `${turn.cpuUs.toFixed(0)} µs CPU a create, server ${(turn.share * 100).toFixed(0)}% ` +
+          `of its core, ${turn.delivered} delivered`,
+      );
+    }
+  }
+  const [none, some] = sides as [Side, Side];
+  const ratio = median(some.turns.map((t, i) => t.perSecond / none.turns[i]!.perSecond));
+  const f = (side: Side, key: 'perSecond' | 'cpuUs' | 'share' | 'delivered') =>
+    median(side.turns.map((t) => t[key]));
+  console.log(
+    `medians: creates/s with ${endpoints} endpoints ÷ none ${ratio.toFixed(2)} ` +
+      `(${f(some, 'perSecond').toFixed(0)} ÷ ${f(none, 'perSecond').toFixed(0)}); CPU a create ` +
+      `${f(some, 'cpuUs').toFixed(0)} µs ÷ ${f(none, 'cpuUs').toFixed(0)}; server ` +
+      `${(f(some, 'share') * 100).toFixed(0)}% and ${(f(none, 'share') * 100).toFixed(0)}% of ` +
+      `its core; ${f(some, 'delivered').toFixed(0)} messages delivered a turn`,
+  );
+} finally {
+  if (running !== undefined) await stop(running);
+  for (const schema of schemas) await schema.drop();
+  receiver.close();
+  rmSync(dir, { recursive: true, force: true });
+}
