@@ -15,9 +15,9 @@
 //     [--database-url postgres://postgres@127.0.0.1:5432/test]
 //
 // Prints each pair of turns and their medians: creates/s with endpoints ÷ without, CPU per
-// create (the server's and its PostgreSQL backends'), the server's share of its core (well
-// under 1: the database or the machine set the pace, and the figures say what the writes get,
-// not how fast the server is), and the messages delivered during each turn.
+// create (the server's and its PostgreSQL backends'), the server's share of its core (under
+// 1, the database or the machine set the pace: the figures say what the writes get, not how
+// fast the server is), and the messages delivered during each turn.
 
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
