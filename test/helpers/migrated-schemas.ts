@@ -156,7 +156,19 @@ export async function giveBack(schema: string): Promise<void> {
 }
 
 export async function dropSchema(schema: string): Promise<void> {
-  await run((client) => client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`));
+  // DROP takes each table's lock in turn: a connection of the test still finishing (a server
+  // closing) may hold one and wait for another, and PostgreSQL ends one of the two with a
+  // deadlock error (seen once, after webhooks-fairness.test.ts). The drop is tried again.
+  for (let tries = 1; ; tries++) {
+    try {
+      await run((client) => client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`));
+      return;
+    } catch (error) {
+      if (!(error instanceof pg.DatabaseError && error.code === '40P01') || tries === 5) {
+        throw error;
+      }
+    }
+  }
 }
 
 /** A new, empty schema, with no clean-up of its own (the caller's). */
