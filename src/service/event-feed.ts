@@ -83,17 +83,21 @@ export class EventFeed {
     this.log = log ?? silentLog;
   }
 
-  /**
-   * A page of up to `limit` events after `after` (from the oldest kept when undefined), read
-   * from the database. Throws `eventsGone` when events after `after` may be pruned, or when it
-   * is past the newest event. `settle: false`: up to what the log made readable so far. */
-  async page(after: bigint | undefined, limit: number, settle = true): Promise<FeedPage> {
-    if (settle) await this.settle();
+  /** A page of up to `limit` events after `after` (the oldest kept when undefined), once every
+   * event committed so far is readable. Throws `eventsGone` when events after `after` may be
+   * pruned, or when it is past the newest event. */
+  async page(after: bigint | undefined, limit: number): Promise<FeedPage> {
+    await this.settle();
+    return this.readPage(after, limit);
+  }
+
+  /** `page` up to what the log made readable so far: no settle. */
+  private async readPage(after: bigint | undefined, limit: number): Promise<FeedPage> {
     const { events, horizon, head: known } = await this.events.read(after, limit);
     if (after !== undefined && after < horizon) throw eventsPruned(after, horizon);
     // Past the newest event, a cursor names events this log never had (another store's, or
     // from before a restore): served, its reader would skip every event up to it. The head
-    // read after settle is at least any position served, on any instance.
+    // read after a settle is at least any position served, on any instance.
     if (after !== undefined && events.length === 0 && after > this.recent.head) {
       const head = known ?? (await this.events.head());
       if (after > head) throw eventsPastHead(after, head);
@@ -108,24 +112,19 @@ export class EventFeed {
     return this.events.head();
   }
 
-  /**
-   * Up to `limit` events after `after`: from memory, else a page of the log (may throw
-   * `eventsGone`) with no settle: memory's were readable, so the log has some, and a stream
-   * catching up would pay a look (on PostgreSQL two statements on pg_locks) a batch.
-   */
+  /** Up to `limit` events after `after`: from memory, else readPage (may throw `eventsGone`);
+   * memory's were readable, so the log has them: a stream catching up pays no look a batch. */
   async after(after: bigint, limit: number): Promise<ChangeEvent[]> {
     await this.start();
     if (this.stale) await this.refresh();
-    return this.recent.after(after, limit) ?? (await this.page(after, limit, false)).events;
+    return this.recent.after(after, limit) ?? (await this.readPage(after, limit)).events;
   }
 
   /** A stream's cursor, at `position`: see FeedCursor. */
   follow = (position: bigint): FeedCursor => this.recent.follow(position);
 
-  /**
-   * Resolves true once the feed knows of an event after `after`, false after `ms`, when
-   * `signal` aborts, or when the feed closes.
-   */
+  /** Resolves true once the feed knows of an event after `after`, false after `ms`, when
+   * `signal` aborts, or when the feed closes. */
   async waitBeyond(after: bigint, ms: number, signal?: AbortSignal): Promise<boolean> {
     await this.start();
     if (this.recent.head > after) return true;
