@@ -104,7 +104,8 @@ interface BehindRow extends Partial<EventRow> {
  * fan-out's time costs them only while there are any. At a tenth of the time, counted
  * always, a healthy endpoint's messages of a burst waited 1 to 3 s behind 20 hung ones
  * (test/process/webhooks-fairness.test.ts); at three tenths, a burst of creates beside 1,000
- * healthy endpoints fell to 0.2 to 0.5x the creates a second (bench/HISTORY.md).
+ * healthy endpoints fell to 0.2 to 0.5x the creates a second (bench/HISTORY.md, by a method
+ * since found to flatter the server with endpoints: see its endpoint-burst entry).
  */
 export function postgresWebhookEvents(
   query: Query,
