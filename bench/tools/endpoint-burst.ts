@@ -7,11 +7,12 @@
 // turns and stopped after it, both alike, so that the one with endpoints delivers nothing
 // during the other's turns (left running, it would: a first version of this tool read 1.16x
 // because of it; paused with SIGSTOP, its attempts timed out at each resume). Its backlog, a
-// message per endpoint a create, stays in the database from one turn to the next. Both start
-// cold: the first second of each turn runs with the JIT still warming.
+// message per endpoint a create, stays in the database from one turn to the next. Each turn
+// begins with `--warmup` seconds of the same load, not counted: without it the JIT was still
+// compiling through the first second, and a create cost five times the CPU of a warm server's.
 // The kind of measurement behind bench/HISTORY.md's "burst beside 1,000 healthy endpoints".
 //
-//   npx tsx bench/tools/endpoint-burst.ts [--endpoints 1000] [--rounds 6] [--turn 2]
+//   npx tsx bench/tools/endpoint-burst.ts [--endpoints 1000] [--rounds 6] [--turn 2] [--warmup 2]
 //     [--database-url postgres://postgres@127.0.0.1:5432/test]
 //
 // Prints each pair of turns and their medians: creates/s with endpoints ÷ without, CPU per
@@ -38,12 +39,14 @@ const { values } = parseArgs({
     endpoints: { type: 'string', default: '1000' },
     rounds: { type: 'string', default: '6' },
     turn: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '2' },
     'database-url': { type: 'string', default: BENCH_POSTGRES_URL },
   },
 });
 const endpoints = Number(values.endpoints);
 const rounds = Number(values.rounds);
 const turnSeconds = Number(values.turn);
+const warmupSeconds = Number(values.warmup);
 const adminUrl = values['database-url'];
 if (hasTaskset) pinSelf(1);
 
@@ -66,7 +69,13 @@ interface Side {
   start: () => Promise<Server>;
   tokensFile: string;
   backends: ((pid: number) => Promise<number[] | undefined>) | undefined;
-  turns: { perSecond: number; cpuUs: number; share: number; delivered: number }[];
+  turns: {
+    perSecond: number;
+    cpuUs: number;
+    dbUs: number;
+    share: number;
+    delivered: number;
+  }[];
 }
 
 const schemas: { drop(): Promise<void> }[] = [];
@@ -129,20 +138,22 @@ try {
     for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
       const server = await side.start();
       running = server;
-      const before = treeCpuSeconds(server.pid) ?? NaN;
-      const dbBefore = cpuOf(await side.backends?.(server.pid));
-      const deliveredBefore = delivered;
-      const wrk = await runWrk({
+      const load = {
         url: server.url,
         connections: 64,
-        seconds: turnSeconds,
         tokensFile: side.tokensFile,
         load: { mode: 'static', method: 'POST', path: '/plants', body: '{"name":"burst"}' },
         plants: 1,
         start: 0,
         seed: round,
         ...(hasTaskset && { core: 1 }),
-      });
+      } as const;
+      // Not counted: the JIT compiles the paths the turn takes (and the deliveries begin).
+      if (warmupSeconds > 0) await runWrk({ ...load, seconds: warmupSeconds });
+      const before = treeCpuSeconds(server.pid) ?? NaN;
+      const dbBefore = cpuOf(await side.backends?.(server.pid));
+      const deliveredBefore = delivered;
+      const wrk = await runWrk({ ...load, seconds: turnSeconds });
       const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - before;
       const db = side.backends ? cpuSince(dbBefore, cpuOf(await side.backends(server.pid))) : 0;
       await stop(server);
@@ -150,25 +161,27 @@ try {
       const turn = {
         perSecond: wrk.requests / wrk.seconds,
         cpuUs: ((serverCpu + db) / wrk.requests) * 1e6,
+        dbUs: (db / wrk.requests) * 1e6,
         share: serverCpu / wrk.seconds,
         delivered: delivered - deliveredBefore,
       };
       side.turns.push(turn);
       console.log(
         `round ${round + 1}, ${side.name}: ${turn.perSecond.toFixed(0)} creates/s, ` +
-          `${turn.cpuUs.toFixed(0)} µs CPU a create, server ${(turn.share * 100).toFixed(0)}% ` +
+          `${turn.cpuUs.toFixed(0)} µs CPU a create (${turn.dbUs.toFixed(0)} of it PostgreSQL's), server ${(turn.share * 100).toFixed(0)}% ` +
           `of its core, ${turn.delivered} delivered`,
       );
     }
   }
   const [none, some] = sides as [Side, Side];
   const ratio = median(some.turns.map((t, i) => t.perSecond / none.turns[i]!.perSecond));
-  const f = (side: Side, key: 'perSecond' | 'cpuUs' | 'share' | 'delivered') =>
+  const f = (side: Side, key: 'perSecond' | 'cpuUs' | 'dbUs' | 'share' | 'delivered') =>
     median(side.turns.map((t) => t[key]));
   console.log(
     `medians: creates/s with ${endpoints} endpoints ÷ none ${ratio.toFixed(2)} ` +
       `(${f(some, 'perSecond').toFixed(0)} ÷ ${f(none, 'perSecond').toFixed(0)}); CPU a create ` +
-      `${f(some, 'cpuUs').toFixed(0)} µs ÷ ${f(none, 'cpuUs').toFixed(0)}; server ` +
+      `${f(some, 'cpuUs').toFixed(0)} µs ÷ ${f(none, 'cpuUs').toFixed(0)} (PostgreSQL's ` +
+      `${f(some, 'dbUs').toFixed(0)} ÷ ${f(none, 'dbUs').toFixed(0)}); server ` +
       `${(f(some, 'share') * 100).toFixed(0)}% and ${(f(none, 'share') * 100).toFixed(0)}% of ` +
       `its core; ${f(some, 'delivered').toFixed(0)} messages delivered a turn`,
   );
