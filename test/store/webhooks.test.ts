@@ -361,6 +361,69 @@ function webhookContract(open: Open): void {
       assert.equal((await store.webhooks.get(healthy.id))?.enabled, true);
     });
 
+    // On PostgreSQL the attempts that end while one is being recorded are recorded together,
+    // in one statement (webhook-finish.ts): each must come out as if recorded one by one.
+    it('attempts that end at once: each recorded, each endpoint left as after them in turn', async (t) => {
+      const { store } = await open(t);
+      const steady = await subscribe(store);
+      const back = await subscribe(store);
+      const down = await subscribe(store);
+      for (const name of ['a', 'b', 'c']) await store.plants.insert({ name });
+      await fanOutAll(store);
+      const q = store.webhookQueue;
+      const claimed = await q.claim(FAR, 1000, 20);
+      const of = (endpoint: { id: bigint }) => claimed.filter((m) => m.endpoint.id === endpoint.id);
+      const [s1, s2, s3] = of(steady);
+      const [b1, b2, b3] = of(back);
+      const [d1, d2, d3] = of(down);
+      assert.ok(s1 && s2 && s3 && b1 && b2 && b3 && d1 && d2 && d3);
+      const stale = new Date(s3.claimedUntil.getTime() - 1);
+      let wakes = 0;
+      q.onMessages(() => (wakes += 1));
+      // Not awaited in turn: the first is recorded alone, the rest together while it is.
+      const answers = await Promise.all([
+        q.finish(s1.id, s1.claimedUntil, attempt(204, at(1)), { kind: 'delivered' }),
+        q.finish(b1.id, b1.claimedUntil, attempt(500, at(10)), { kind: 'retry', at: at(9000) }),
+        q.finish(b2.id, b2.claimedUntil, attempt(204, at(20)), { kind: 'delivered' }),
+        q.finish(d1.id, d1.claimedUntil, attempt(204, at(10)), { kind: 'delivered' }),
+        q.finish(d2.id, d2.claimedUntil, attempt(500, at(20)), { kind: 'retry', at: at(9000) }),
+        q.finish(d3.id, d3.claimedUntil, attempt(null, at(30)), { kind: 'failed' }),
+        q.finish(s2.id, s2.claimedUntil, attempt(204, at(2)), { kind: 'delivered' }),
+        q.finish(s3.id, stale, attempt(204, at(3)), { kind: 'delivered' }),
+      ]);
+      assert.deepEqual(answers, [true, true, true, true, true, true, true, false]);
+      const statuses = async (endpoint: { id: bigint }) =>
+        (await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 10 }))
+          .map((d) => [d.id, d.status, d.attempts.map((x) => x.httpStatus)])
+          .reverse();
+      assert.deepEqual(await statuses(steady), [
+        [s1.id, 'delivered', [204]],
+        [s2.id, 'delivered', [204]],
+        [s3.id, 'pending', []],
+      ]);
+      assert.deepEqual(await statuses(down), [
+        [d1.id, 'delivered', [204]],
+        [d2.id, 'pending', [500]],
+        [d3.id, 'failed', [null]],
+      ]);
+      // `back` failed, then delivered: its retry is due now rather than at 9000, and a wake-up
+      // says so.
+      assert.ok(wakes >= 1, 'the recovery wakes the dispatcher');
+      const due = await q.claim(at(100), 1000, 20);
+      assert.deepEqual(
+        due.map((m) => m.id),
+        [b1.id],
+        'b1 due at once; b3 and s3 still leased; d2 waits for 9000',
+      );
+      // `down` has failed since 20 (its delivery at 10 came before); `back` and `steady` fail
+      // no more.
+      assert.equal(await q.disableFailing(at(19), at(40)), 0);
+      assert.equal(await q.disableFailing(at(20), at(40)), 1);
+      assert.equal((await store.webhooks.get(down.id))?.enabled, false);
+      assert.equal((await store.webhooks.get(back.id))?.enabled, true);
+      assert.equal((await store.webhooks.get(steady.id))?.enabled, true);
+    });
+
     it('signs with the previous secret beside the new one until the overlap ends', async (t) => {
       const { store } = await open(t);
       const endpoint = await subscribe(store);

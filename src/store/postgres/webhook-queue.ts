@@ -1,15 +1,15 @@
-import type { AttemptRecord, ClaimedMessage, NextStep, WebhookQueue } from '../store.js';
+import type { ClaimedMessage, WebhookQueue } from '../store.js';
 import {
   type ClaimRow,
-  finishedStatus,
+  earliestDue,
   type MessageSignal,
-  storableText,
+  NEXT_DUE_WINDOW,
+  PURGE_BATCH,
   toClaimed,
 } from '../webhook-rows.js';
 import type { Query } from './query.js';
-import { REFILL_AT } from '../webhook-log.js';
-import { earliestDue, NEXT_DUE_WINDOW, PURGE_BATCH } from '../webhook-rows.js';
-import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
+import { finishInBatches } from './webhook-finish.js';
+import { postgresTime } from './webhooks.js';
 
 // A claim takes each enabled endpoint's earliest due messages, at most its share, by
 // webhook_messages_due_by_endpoint, then the first of every endpoint's before the second of
@@ -44,44 +44,6 @@ const CLAIM = `WITH share AS (
   SELECT c.*, e.url, e.secret, e.previous_secret, e.previous_until
   FROM claimed c JOIN webhook_endpoints e ON e.id = c.endpoint_id ORDER BY c.id`;
 
-// The attempt, the message's new state and the endpoint's, only while the lease is ours.
-const FINISH = `WITH settled AS (
-    UPDATE webhook_messages SET lease_until = NULL, status = $3, next_attempt_at = $4,
-      completed_at = $5
-    WHERE id = $1 AND status = 'pending' AND lease_until = $2
-    RETURNING id, endpoint_id),
-  logged AS (
-    INSERT INTO webhook_attempts
-      (message_id, at, duration_ms, http_status, error, response_excerpt)
-    SELECT id, $6, $7, $8, $9, $10 FROM settled),
-  endpoint AS (
-    UPDATE webhook_endpoints e SET
-      failing_since = CASE WHEN $11 = 'delivered' THEN NULL
-                           ELSE coalesce(e.failing_since, $6) END,
-      enabled = e.enabled AND $11 <> 'gone',
-      disabled_reason = CASE WHEN $11 = 'gone' AND e.enabled THEN 'gone'
-                             ELSE e.disabled_reason END,
-      updated_at = CASE WHEN $11 = 'gone' THEN $6 ELSE e.updated_at END
-    FROM settled s WHERE e.id = s.endpoint_id)
-  -- The endpoint, and whether it was failing before this attempt (every part of a statement
-  -- reads the rows as they were before it).
-  SELECT s.endpoint_id, e.failing_since IS NOT NULL AS was_failing, e.pending AS pending_before
-  FROM settled s LEFT JOIN webhook_endpoints e ON e.id = s.endpoint_id`;
-
-// A delivered attempt after failures: the receiver is back, and the endpoint's other
-// messages waiting for a later try are due now (see STALLED_AFTER_MS in webhook-log.ts). The
-// row comparison, as in CLAIM, makes the range one of webhook_messages_due_by_endpoint: with
-// `next_attempt_at > $2` alone, the planner, which finds few messages due later in its
-// statistics, took a range of webhook_messages_due, every endpoint's retries.
-const RECOVERED = `WITH recovered AS (
-    UPDATE webhook_messages SET next_attempt_at = $2
-    WHERE endpoint_id = $1 AND status = 'pending'
-      AND (endpoint_id, next_attempt_at) > ($1::bigint, $2::timestamptz)
-    RETURNING 1),
-  notified AS (
-    SELECT pg_notify('${WEBHOOK_CHANNEL}', '') FROM (SELECT 1 FROM recovered LIMIT 1) o)
-  SELECT (SELECT count(*) FROM notified) AS notified`;
-
 /**
  * The queue on PostgreSQL; `signal` is fired by this process's commits that wrote messages,
  * `room` after an attempt that ended a message (its endpoint may take the next: the fan-out
@@ -113,13 +75,7 @@ export function postgresWebhookQueue(
       );
       return rows.map((row) => toClaimed(row, now, until, postgresTime));
     },
-    async finish(messageId, claimedUntil, attempt, next) {
-      const done = await finish(query, messageId, claimedUntil, attempt, next);
-      if (done === undefined) return false;
-      if (done.recovered) signal.fire();
-      if (done.room) room();
-      return true;
-    },
+    finish: finishInBatches(query, signal, room),
     async release(messageId, claimedUntil, freeAt) {
       const { rowCount } = await query(
         'webhooks.release',
@@ -185,49 +141,4 @@ export function postgresWebhookQueue(
     },
     onMessages: (listener) => signal.on(listener),
   };
-}
-
-async function finish(
-  query: Query,
-  messageId: bigint,
-  claimedUntil: Date,
-  attempt: AttemptRecord,
-  next: NextStep,
-): Promise<{ room: boolean; recovered: boolean } | undefined> {
-  const { rows } = await query<{
-    endpoint_id: bigint;
-    was_failing: boolean | null;
-    pending_before: number | null;
-  }>('webhooks.finish', FINISH, [
-    messageId.toString(),
-    claimedUntil,
-    finishedStatus(next.kind),
-    next.kind === 'retry' ? next.at : attempt.at,
-    next.kind === 'delivered' || next.kind === 'failed' ? attempt.at : null,
-    attempt.at,
-    Math.round(attempt.durationMs),
-    attempt.httpStatus,
-    attempt.error === null ? null : storableText(attempt.error),
-    storableText(attempt.responseExcerpt),
-    next.kind,
-  ]);
-  const settled = rows[0];
-  if (settled === undefined) return undefined;
-  const ended = next.kind === 'delivered' || next.kind === 'failed';
-  // Only the end that takes it down to REFILL_AT: with more pending it has enough in hand. Two
-  // ends at once may both read the count before either (a refill then waits for the poll).
-  const room = ended && settled.pending_before === REFILL_AT + 1;
-  // Its own statement, the endpoint a value: webhook_messages_due_by_endpoint answers it. A
-  // crash in between leaves the messages to their retry schedule.
-  if (next.kind === 'delivered' && settled.was_failing === true) {
-    // Planned with its values, as the claim is (see query.ts).
-    const { rows: recovered } = await query<{ notified: bigint }>(
-      'webhooks.recovered',
-      RECOVERED,
-      [settled.endpoint_id.toString(), attempt.at],
-      { planEachTime: true },
-    );
-    return { room, recovered: Number(recovered[0]?.notified ?? 0) > 0 };
-  }
-  return { room, recovered: false };
 }
