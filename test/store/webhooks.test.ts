@@ -424,6 +424,53 @@ function webhookContract(open: Open): void {
       assert.equal((await store.webhooks.get(steady.id))?.enabled, true);
     });
 
+    // Every attempt recorded, once, whichever process records it and in whatever order (the
+    // order of the locks themselves is the next PostgreSQL test's).
+    it('two stores recording attempts of the same endpoints at once, beside fan-outs', async (t) => {
+      const { store, another } = await open(t);
+      const other = await another();
+      const endpoints = [];
+      for (let i = 0; i < 12; i++) endpoints.push(await subscribe(store));
+      for (let i = 0; i < 10; i++) await store.plants.insert({ name: `p${i}` });
+      await fanOutAll(store);
+      const mine = await store.webhookQueue.claim(FAR, 60_000, 60);
+      const theirs = await other.webhookQueue.claim(FAR, 60_000, 60);
+      assert.equal(mine.length + theirs.length, 120);
+      const byEndpoint = (list: typeof mine, descending: boolean) =>
+        [...list].sort((a, b) =>
+          Number(descending ? b.endpoint.id - a.endpoint.id : a.endpoint.id - b.endpoint.id),
+        );
+      // Failures and deliveries in turn, so that every batch changes its endpoints' rows.
+      const record = (s: Store, list: typeof mine) =>
+        list.map((m, i) =>
+          s.webhookQueue.finish(
+            m.id,
+            m.claimedUntil,
+            attempt(i % 2 ? 204 : 500, at(i)),
+            i % 2 ? { kind: 'delivered' } : { kind: 'retry', at: at(9000) },
+          ),
+        );
+      const more = async (s: Store) => {
+        for (let i = 0; i < 5; i++) await s.plants.insert({ name: `q${i}` });
+        await fanOutAll(s);
+      };
+      const [answers] = await Promise.all([
+        Promise.all([
+          ...record(store, byEndpoint(mine, false)),
+          ...record(other, byEndpoint(theirs, true)),
+        ]),
+        more(store),
+        more(other),
+      ]);
+      assert.equal(answers.filter(Boolean).length, 120);
+      let attempts = 0;
+      for (const endpoint of endpoints) {
+        const list = await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 100 });
+        attempts += list.reduce((sum, d) => sum + d.attempts.length, 0);
+      }
+      assert.equal(attempts, 120);
+    });
+
     it('signs with the previous secret beside the new one until the overlap ends', async (t) => {
       const { store } = await open(t);
       const endpoint = await subscribe(store);
@@ -480,6 +527,16 @@ forEachBackend((backend) =>
 );
 
 if (!POSTGRES_SKIP) {
+  it('postgres: a batch of attempt records locks its endpoints before any message', async (t) => {
+    const url = await freshOwnDatabase(t);
+    const store = await openPostgresStore({ url, poolSize: 2 });
+    try {
+      await locksEndpointsFirst(store, url);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('postgres: a fan-out that writes messages NOTIFYs plantstore_webhooks in its commit; a write does not', async (t) => {
     // Its own database: the other tests' fan-outs, in their schemas of the shared one, notify
     // the same channel.
@@ -496,6 +553,58 @@ if (!POSTGRES_SKIP) {
       await store.close();
     }
   });
+}
+
+/**
+ * A batch of records takes its endpoints' locks, in id order, before it writes any message
+ * (webhook-finish.ts), as the fan-out does: two batches, or a batch and a fan-out, then wait
+ * for each other instead of deadlocking. Here a session holds the second endpoint; the batch
+ * must wait for it without having locked the first endpoint's message yet.
+ */
+async function locksEndpointsFirst(store: Store, url: string): Promise<void> {
+  const first = await subscribe(store);
+  const second = await subscribe(store);
+  const third = await subscribe(store);
+  await store.plants.insert({ name: 'a' });
+  await fanOutAll(store);
+  const claimed = await store.webhookQueue.claim(FAR, 60_000, 10);
+  const of = (endpoint: { id: bigint }) => claimed.find((m) => m.endpoint.id === endpoint.id)!;
+  const holder = new pg.Client({ connectionString: url });
+  const watcher = new pg.Client({ connectionString: url });
+  await holder.connect();
+  await watcher.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [
+      second.id.toString(),
+    ]);
+    const finish = (endpoint: { id: bigint }) => {
+      const m = of(endpoint);
+      return store.webhookQueue.finish(m.id, m.claimedUntil, attempt(500, at(1)), {
+        kind: 'retry',
+        at: at(9000),
+      });
+    };
+    // The third's is written alone at once; the first's and the second's together after it.
+    const answers = Promise.all([finish(third), finish(first), finish(second)]);
+    for (;;) {
+      const { rows } = await watcher.query(
+        `SELECT 1 FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND query LIKE 'WITH input AS%'`,
+      );
+      if (rows.length > 0) break;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    // Its message is not locked yet: NOWAIT would fail (55P03) if the batch held it.
+    await holder.query('SELECT 1 FROM webhook_messages WHERE id = $1 FOR UPDATE NOWAIT', [
+      of(first).id.toString(),
+    ]);
+    await holder.query('ROLLBACK');
+    assert.deepEqual(await answers, [true, true, true]);
+  } finally {
+    await holder.end();
+    await watcher.end();
+  }
 }
 
 /**
