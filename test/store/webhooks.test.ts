@@ -390,8 +390,10 @@ function webhookContract(open: Open): void {
         q.finish(d3.id, d3.claimedUntil, attempt(null, at(30)), { kind: 'failed' }),
         q.finish(s2.id, s2.claimedUntil, attempt(204, at(2)), { kind: 'delivered' }),
         q.finish(s3.id, stale, attempt(204, at(3)), { kind: 'delivered' }),
+        q.finish(b3.id, b3.claimedUntil, attempt(429, at(30)), { kind: 'retry', at: at(9000) }),
+        q.finish(s3.id, s3.claimedUntil, attempt(204, at(4)), { kind: 'delivered' }),
       ]);
-      assert.deepEqual(answers, [true, true, true, true, true, true, true, false]);
+      assert.deepEqual(answers, [true, true, true, true, true, true, true, false, true, true]);
       const statuses = async (endpoint: { id: bigint }) =>
         (await store.webhooks.deliveries({ endpointId: endpoint.id, limit: 10 }))
           .map((d) => [d.id, d.status, d.attempts.map((x) => x.httpStatus)])
@@ -399,28 +401,31 @@ function webhookContract(open: Open): void {
       assert.deepEqual(await statuses(steady), [
         [s1.id, 'delivered', [204]],
         [s2.id, 'delivered', [204]],
-        [s3.id, 'pending', []],
+        [s3.id, 'delivered', [204]],
       ]);
       assert.deepEqual(await statuses(down), [
         [d1.id, 'delivered', [204]],
         [d2.id, 'pending', [500]],
         [d3.id, 'failed', [null]],
       ]);
-      // `back` failed, then delivered: its retry is due now rather than at 9000, and a wake-up
-      // says so.
+      // `back` failed, was delivered to, then failed again: the retry of the failure before
+      // the delivery is due now rather than at 9000 (and a wake-up says so); that of the one
+      // after keeps its time.
       assert.ok(wakes >= 1, 'the recovery wakes the dispatcher');
       const due = await q.claim(at(100), 1000, 20);
       assert.deepEqual(
         due.map((m) => m.id),
         [b1.id],
-        'b1 due at once; b3 and s3 still leased; d2 waits for 9000',
+        'b1 due at once; b3 and d2 wait for 9000',
       );
-      // `down` has failed since 20 (its delivery at 10 came before); `back` and `steady` fail
-      // no more.
+      // `down` has failed since 20 (its delivery at 10 came before), `back` since 30; `steady`
+      // never failed.
       assert.equal(await q.disableFailing(at(19), at(40)), 0);
       assert.equal(await q.disableFailing(at(20), at(40)), 1);
       assert.equal((await store.webhooks.get(down.id))?.enabled, false);
       assert.equal((await store.webhooks.get(back.id))?.enabled, true);
+      assert.equal(await q.disableFailing(at(30), at(40)), 1);
+      assert.equal((await store.webhooks.get(back.id))?.enabled, false);
       assert.equal((await store.webhooks.get(steady.id))?.enabled, true);
     });
 
@@ -532,6 +537,34 @@ if (!POSTGRES_SKIP) {
     const store = await openPostgresStore({ url, poolSize: 2 });
     try {
       await locksEndpointsFirst(store, url);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('postgres: a batch of records that fails is written again one by one', async (t) => {
+    const url = await freshOwnDatabase(t);
+    const store = await openPostgresStore({ url, poolSize: 2 });
+    try {
+      await subscribe(store);
+      for (const name of ['a', 'b', 'c']) await store.plants.insert({ name });
+      await fanOutAll(store);
+      const q = store.webhookQueue;
+      const [a, b, c] = await q.claim(FAR, 60_000, 10);
+      assert.ok(a && b && c);
+      const delivered = { kind: 'delivered' } as const;
+      // A duration no integer column holds fails its statement; the first is written alone,
+      // the other two together, then one by one.
+      const settled = await Promise.allSettled([
+        q.finish(a.id, a.claimedUntil, attempt(204, at(1)), delivered),
+        q.finish(b.id, b.claimedUntil, { ...attempt(204, at(2)), durationMs: 2 ** 40 }, delivered),
+        q.finish(c.id, c.claimedUntil, attempt(204, at(3)), delivered),
+      ]);
+      assert.deepEqual(
+        settled.map((s) => s.status),
+        ['fulfilled', 'rejected', 'fulfilled'],
+      );
+      assert.equal(await q.depth(), 1, 'b is still pending, leased');
     } finally {
       await store.close();
     }

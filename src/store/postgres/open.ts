@@ -130,7 +130,7 @@ export async function openPostgresStore(
       // measured in bench/HISTORY.md; a threshold of one was not tried).
       () => pool.waitingCount > 0 || pool.totalCount - pool.idleCount > 1,
     ),
-    webhookQueue: postgresWebhookQueue(query, messages, room),
+    webhookQueue: postgresWebhookQueue(query, messages, room, log),
     events,
     onRemoteMessages(listener) {
       notifications.start();

@@ -1,3 +1,4 @@
+import type { Log } from '../../core/log.js';
 import type { ClaimedMessage, WebhookQueue } from '../store.js';
 import {
   type ClaimRow,
@@ -47,12 +48,13 @@ const CLAIM = `WITH share AS (
 /**
  * The queue on PostgreSQL; `signal` is fired by this process's commits that wrote messages,
  * `room` after an attempt that ended a message (its endpoint may take the next: the fan-out
- * looks).
+ * looks); `log` hears of what a batch of records could not do (webhook-finish.ts).
  */
 export function postgresWebhookQueue(
   query: Query,
   signal: MessageSignal,
   room: () => void,
+  log: Log,
 ): WebhookQueue {
   return {
     async claim(now, leaseMs, limit, shares): Promise<ClaimedMessage[]> {
@@ -75,7 +77,7 @@ export function postgresWebhookQueue(
       );
       return rows.map((row) => toClaimed(row, now, until, postgresTime));
     },
-    finish: finishInBatches(query, signal, room),
+    finish: finishInBatches(query, signal, room, log),
     async release(messageId, claimedUntil, freeAt) {
       const { rowCount } = await query(
         'webhooks.release',
@@ -133,8 +135,11 @@ export function postgresWebhookQueue(
     async disableFailing(since, now) {
       const { rowCount } = await query(
         'webhooks.disableFailing',
+        // Locked in id order first, as a batch of records locks them (webhook-finish.ts): in
+        // the table's order, the two deadlocked.
         `UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'failing', updated_at = $2
-         WHERE enabled AND failing_since <= $1`,
+         WHERE id IN (SELECT id FROM webhook_endpoints WHERE enabled AND failing_since <= $1
+           ORDER BY id FOR UPDATE)`,
         [since, now],
       );
       return rowCount ?? 0;
