@@ -3,7 +3,8 @@
 // dist/ (`npm run build` first) on core 0, `--plants` creates through its API, then the time
 // until the receiver has every message (plants × endpoints), the server's CPU and its
 // PostgreSQL backends' over that time, each divided by the messages. The fan-out, the claims,
-// the attempts and their records are all in it. Where endpoint-burst says what deliveries take
+// the attempts and their records are all in it; it also counts the connections opened to the
+// receiver. Where endpoint-burst says what deliveries take
 // from creates made at once, this says what a delivery costs, without the creates' noise: the
 // figure to cut, and to compare before and after a change, on the same machine the same day.
 //
@@ -46,6 +47,9 @@ const receiver = http.createServer((request, response) => {
     if (waiting !== undefined && delivered >= waiting.count) waiting.resolve();
   });
 });
+// The receiver keeps connections 5 s idle (Node's default): a new one is the sender's choice.
+let connections = 0;
+receiver.on('connection', () => (connections += 1));
 receiver.listen(0, '127.0.0.1');
 await once(receiver, 'listening');
 const hooks = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
@@ -95,6 +99,7 @@ try {
             : schema.keeper.backendPids(server.pid, port);
         const token = readFileSync(tokensFile, 'utf8').split('\n')[0]!;
         const target = delivered + plants * endpoints;
+        const connectionsBefore = connections;
         const done = new Promise<void>((resolve) => (waiting = { count: target, resolve }));
         const started = performance.now();
         const cpu = treeCpuSeconds(server.pid) ?? NaN;
@@ -119,7 +124,8 @@ try {
         console.log(
           `run ${run + 1}: ${messages} messages in ${seconds.toFixed(1)} s ` +
             `(${(messages / seconds).toFixed(0)}/s), CPU a message: server ` +
-            `${result.serverUs.toFixed(0)} µs, PostgreSQL ${result.dbUs.toFixed(0)} µs`,
+            `${result.serverUs.toFixed(0)} µs, PostgreSQL ${result.dbUs.toFixed(0)} µs; ` +
+            `${connections - connectionsBefore} connections opened`,
         );
       } finally {
         await stop(server);

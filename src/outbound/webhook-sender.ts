@@ -21,7 +21,9 @@ import { parseRetryAfter } from './retry-after.js';
 /** The part of an answer kept in the attempt log. */
 export const EXCERPT_BYTES = 1024;
 /** Idle connections kept open per destination host, for the next attempts there. */
-export const IDLE_SOCKETS_PER_HOST = 16;
+export const IDLE_SOCKETS_PER_HOST = 256;
+/** How long a connection is kept open unused. */
+export const IDLE_SOCKET_MS = 4000;
 /** More of an answer than this is not read: the connection is closed instead. */
 const DRAIN_BYTES = 64 * 1024;
 
@@ -34,6 +36,8 @@ export interface SenderOptions {
   resolve?: Resolve;
   /** For tests: how "now" is measured, for durations. */
   clock?: () => number;
+  /** For tests: IDLE_SOCKET_MS. */
+  idleMs?: number;
 }
 
 /**
@@ -49,16 +53,25 @@ export class HttpWebhookSender implements WebhookSender {
     this.options = {
       resolve: systemResolve,
       clock: () => performance.now(),
+      idleMs: IDLE_SOCKET_MS,
       ...options,
     };
     const lookup = guardedLookup(options.policy, this.options.resolve);
     // No cap on connections per host: endpoints often share one (a relay, a tenant's paths),
     // and a request waiting in the agent's queue behind another endpoint's hung attempts
     // would wait out their timeouts. The dispatcher already bounds what is in flight, per
-    // endpoint (its window, at most 16) and per process (core/webhooks/fair-share.ts). Of
-    // the connections a burst opened, 16 per host are kept for the next (Node's default
-    // keeps 256, open until the receiver closes them).
-    const agent = { keepAlive: true, maxFreeSockets: IDLE_SOCKETS_PER_HOST, lookup };
+    // endpoint (its window, at most 16) and per process (core/webhooks/fair-share.ts). The
+    // connections a burst opened are kept for the next, up to 256 per host (Node's default),
+    // each closed after IDLE_SOCKET_MS unused (the agent's `timeout` closes a free socket;
+    // on one in use it only emits an event no one listens to: the attempt has its own
+    // timer). Keeping 16, 1,000 endpoints at one host opened a connection for three
+    // deliveries in four, a fifth of the server's CPU a delivery (bench/HISTORY.md).
+    const agent = {
+      keepAlive: true,
+      maxFreeSockets: IDLE_SOCKETS_PER_HOST,
+      timeout: this.options.idleMs,
+      lookup,
+    };
     this.agents = { http: new http.Agent(agent), https: new https.Agent(agent) };
   }
 

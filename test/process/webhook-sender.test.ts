@@ -155,12 +155,12 @@ describe('HttpWebhookSender', () => {
   });
 
   it(
-    'sends attempts to one host side by side, and keeps 16 connections',
+    'sends attempts to one host side by side, and keeps 256 connections',
     { timeout: 20_000 },
     async (t) => {
       // Endpoints often share a host (a relay's paths): attempts there must not queue behind
-      // each other's, so each gets a connection of its own; idle ones beyond 16 are closed.
-      const ATTEMPTS = 40;
+      // each other's, so each gets a connection of its own; idle ones beyond 256 are closed.
+      const ATTEMPTS = IDLE_SOCKETS_PER_HOST + 24;
       const held: ServerResponse[] = [];
       let hold = true;
       let allHeld: () => void = () => undefined;
@@ -199,6 +199,25 @@ describe('HttpWebhookSender', () => {
       const kept = [...connections];
       for (const outcome of await send(IDLE_SOCKETS_PER_HOST)) assert.equal(outcome.status, 204);
       assert.deepEqual([...connections], kept);
+    },
+  );
+
+  // Within 10 s, when the receiver would keep the connection a minute.
+  it(
+    'closes a connection left unused for its idle time, and opens another after',
+    { timeout: 10_000 },
+    async (t) => {
+      const hook = await receiver(t, (_q, response) => void response.writeHead(204).end());
+      // The receiver would keep it open a minute: a close sooner is the sender's.
+      hook.server.keepAliveTimeout = 60_000;
+      const opened: Socket[] = [];
+      hook.server.on('connection', (socket: Socket) => opened.push(socket));
+      const made = sender(t, { idleMs: 50 });
+      assert.equal((await made.send(message(hook.url))).status, 204);
+      assert.equal(opened.length, 1);
+      await once(opened[0]!, 'close');
+      assert.equal((await made.send(message(hook.url))).status, 204);
+      assert.equal(opened.length, 2);
     },
   );
 
