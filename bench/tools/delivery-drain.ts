@@ -11,18 +11,15 @@
 //   npx tsx bench/tools/delivery-drain.ts [--endpoints 1000] [--plants 30] [--runs 3]
 //     [--database-url postgres://postgres@127.0.0.1:5432/test]
 
-import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { openStore } from '../../src/store/open.js';
 import { BENCH_POSTGRES_URL, loopbackPort, seedSchema } from '../data/postgres.js';
 import { cpuOf, cpuSince, treeCpuSeconds } from '../harness/cpu.js';
 import { hasTaskset, pinSelf, startServer, stop } from '../harness/servers.js';
 import { median } from '../harness/summary.js';
+import { healthyReceiver, subscribeEndpoints } from './healthy-receiver.js';
 
 const { values } = parseArgs({
   options: {
@@ -38,21 +35,7 @@ const runs = Number(values.runs);
 const adminUrl = values['database-url'];
 if (hasTaskset) pinSelf(1);
 
-let delivered = 0;
-let waiting: { count: number; resolve: () => void } | undefined;
-const receiver = http.createServer((request, response) => {
-  request.resume().on('end', () => {
-    delivered += 1;
-    response.writeHead(204).end();
-    if (waiting !== undefined && delivered >= waiting.count) waiting.resolve();
-  });
-});
-// The receiver keeps connections 5 s idle (Node's default): a new one is the sender's choice.
-let connections = 0;
-receiver.on('connection', () => (connections += 1));
-receiver.listen(0, '127.0.0.1');
-await once(receiver, 'listening');
-const hooks = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+const receiver = await healthyReceiver();
 const dir = mkdtempSync(join(tmpdir(), 'plantstore-drain-'));
 
 const results: { seconds: number; serverUs: number; dbUs: number }[] = [];
@@ -61,20 +44,7 @@ try {
     const tokensFile = join(dir, `${run}.tokens`);
     const schema = await seedSchema(adminUrl, 1, tokensFile);
     try {
-      const store = await openStore({ db: '', databaseUrl: schema.url, durability: 'process' });
-      try {
-        for (let i = 0; i < endpoints; i++) {
-          await store.webhooks.create({
-            url: hooks,
-            events: ['plant.created'],
-            description: `drain ${i + 1}`,
-            secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw6Fp2s5D+bSY=',
-            at: new Date(),
-          });
-        }
-      } finally {
-        await store.close();
-      }
+      await subscribeEndpoints(schema.url, receiver.url, endpoints);
       const server = await startServer(
         'plantstore',
         {
@@ -98,9 +68,8 @@ try {
             ? Promise.resolve(undefined)
             : schema.keeper.backendPids(server.pid, port);
         const token = readFileSync(tokensFile, 'utf8').split('\n')[0]!;
-        const target = delivered + plants * endpoints;
-        const connectionsBefore = connections;
-        const done = new Promise<void>((resolve) => (waiting = { count: target, resolve }));
+        const done = receiver.until(receiver.delivered() + plants * endpoints);
+        const connectionsBefore = receiver.connections();
         const started = performance.now();
         const cpu = treeCpuSeconds(server.pid) ?? NaN;
         const db = cpuOf(await backends());
@@ -125,7 +94,7 @@ try {
           `run ${run + 1}: ${messages} messages in ${seconds.toFixed(1)} s ` +
             `(${(messages / seconds).toFixed(0)}/s), CPU a message: server ` +
             `${result.serverUs.toFixed(0)} µs, PostgreSQL ${result.dbUs.toFixed(0)} µs; ` +
-            `${connections - connectionsBefore} connections opened`,
+            `${receiver.connections() - connectionsBefore} connections opened`,
         );
       } finally {
         await stop(server);

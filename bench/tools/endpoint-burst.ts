@@ -20,19 +20,16 @@
 // 1, the database or the machine set the pace: the figures say what the writes get, not how
 // fast the server is), and the messages delivered during each turn.
 
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { openStore } from '../../src/store/open.js';
 import { BENCH_POSTGRES_URL, loopbackPort, seedSchema } from '../data/postgres.js';
 import { cpuOf, cpuSince, treeCpuSeconds } from '../harness/cpu.js';
 import { hasTaskset, pinSelf, type Server, startServer, stop } from '../harness/servers.js';
 import { median } from '../harness/summary.js';
 import { runWrk } from '../harness/wrk.js';
+import { healthyReceiver, subscribeEndpoints } from './healthy-receiver.js';
 
 const { values } = parseArgs({
   options: {
@@ -50,16 +47,7 @@ const warmupSeconds = Number(values.warmup);
 const adminUrl = values['database-url'];
 if (hasTaskset) pinSelf(1);
 
-let delivered = 0;
-const receiver = http.createServer((request, response) => {
-  request.resume().on('end', () => {
-    delivered += 1;
-    response.writeHead(204).end();
-  });
-});
-receiver.listen(0, '127.0.0.1');
-await once(receiver, 'listening');
-const hooks = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+const receiver = await healthyReceiver();
 
 const dir = mkdtempSync(join(tmpdir(), 'plantstore-burst-'));
 
@@ -89,20 +77,7 @@ try {
     const tokensFile = join(dir, `${count}.tokens`);
     const schema = await seedSchema(adminUrl, 1, tokensFile);
     schemas.push(schema);
-    const store = await openStore({ db: '', databaseUrl: schema.url, durability: 'process' });
-    try {
-      for (let i = 0; i < count; i++) {
-        await store.webhooks.create({
-          url: hooks,
-          events: ['plant.created'],
-          description: `burst ${i + 1}`,
-          secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw6Fp2s5D+bSY=',
-          at: new Date(),
-        });
-      }
-    } finally {
-      await store.close();
-    }
+    await subscribeEndpoints(schema.url, receiver.url, count);
     const start = () =>
       startServer(
         `plantstore, ${name}`,
@@ -152,7 +127,7 @@ try {
       if (warmupSeconds > 0) await runWrk({ ...load, seconds: warmupSeconds });
       const before = treeCpuSeconds(server.pid) ?? NaN;
       const dbBefore = cpuOf(await side.backends?.(server.pid));
-      const deliveredBefore = delivered;
+      const deliveredBefore = receiver.delivered();
       const wrk = await runWrk({ ...load, seconds: turnSeconds });
       const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - before;
       const db = side.backends ? cpuSince(dbBefore, cpuOf(await side.backends(server.pid))) : 0;
@@ -163,7 +138,7 @@ try {
         cpuUs: ((serverCpu + db) / wrk.requests) * 1e6,
         dbUs: (db / wrk.requests) * 1e6,
         share: serverCpu / wrk.seconds,
-        delivered: delivered - deliveredBefore,
+        delivered: receiver.delivered() - deliveredBefore,
       };
       side.turns.push(turn);
       console.log(
