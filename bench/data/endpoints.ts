@@ -11,6 +11,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
 import { openStore, type StoreConfig } from '../../src/store/open.js';
+import type { Store } from '../../src/store/store.js';
 import { MESSAGES_PER_ENDPOINT } from '../../src/store/webhook-log.js';
 
 let hole: { server: Server; sockets: Set<Socket>; url: string } | undefined;
@@ -73,15 +74,7 @@ export async function subscribeEndpoints(config: StoreConfig, count: number): Pr
   const url = await blackHole();
   const store = await openStore({ ...config, durability: 'process' });
   try {
-    for (let i = 0; i < count; i++) {
-      await store.webhooks.create({
-        url,
-        events: ['plant.created'],
-        description: `bench ${i + 1}`,
-        secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw6Fp2s5D+bSY=',
-        at: new Date(),
-      });
-    }
+    await addEndpoints(store, url, count);
     const fillers = [];
     for (let i = 0; i < MESSAGES_PER_ENDPOINT; i++) {
       fillers.push(await store.plants.insert({ name: `filler ${i}` }));
@@ -90,5 +83,18 @@ export async function subscribeEndpoints(config: StoreConfig, count: number): Pr
     for (const plant of fillers) await store.plants.delete(plant.id);
   } finally {
     await store.close();
+  }
+}
+
+/** Creates `count` endpoints subscribed to `plant.created` at `url`. */
+export async function addEndpoints(store: Store, url: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    await store.webhooks.create({
+      url,
+      events: ['plant.created'],
+      description: `bench ${i + 1}`,
+      secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw6Fp2s5D+bSY=',
+      at: new Date(),
+    });
   }
 }

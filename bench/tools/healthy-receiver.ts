@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { openStore } from '../../src/store/open.js';
+import { addEndpoints } from '../data/endpoints.js';
 
 export interface HealthyReceiver {
   /** The URL endpoints subscribe with. */
@@ -55,15 +56,7 @@ export async function subscribeEndpoints(
 ): Promise<void> {
   const store = await openStore({ db: '', databaseUrl, durability: 'process' });
   try {
-    for (let i = 0; i < count; i++) {
-      await store.webhooks.create({
-        url,
-        events: ['plant.created'],
-        description: `endpoint ${i + 1}`,
-        secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw6Fp2s5D+bSY=',
-        at: new Date(),
-      });
-    }
+    await addEndpoints(store, url, count);
   } finally {
     await store.close();
   }
