@@ -44,7 +44,7 @@ try {
     const tokensFile = join(dir, `${run}.tokens`);
     const schema = await seedSchema(adminUrl, 1, tokensFile);
     try {
-      await subscribeEndpoints(schema.url, receiver.url, endpoints);
+      await subscribeEndpoints({ db: '', databaseUrl: schema.url }, receiver.url, endpoints);
       const server = await startServer(
         'plantstore',
         {

@@ -1,6 +1,7 @@
-// A burst of creates beside healthy webhook endpoints on PostgreSQL: what the fan-out and the
-// deliveries take from the writes, and how many messages they deliver meanwhile. Not a row:
-// two servers from dist/ (`npm run build` first), each on a schema of its own, one with N
+// A burst of creates beside healthy webhook endpoints on PostgreSQL (or SQLite, `--sqlite`):
+// what the fan-out and the deliveries take from the writes, and how many messages they
+// deliver meanwhile. Not a row: two servers from dist/ (`npm run build` first), each on a
+// schema (or a file) of its own, one with N
 // endpoints subscribed to `plant.created` at a receiver here that answers 204, one with none;
 // wrk creates (64 connections, no id) in turns alternating between them, the servers on core
 // 0, wrk and this script on core 1 (with taskset). Each server is started for each of its
@@ -13,7 +14,7 @@
 // The kind of measurement behind bench/HISTORY.md's "burst beside 1,000 healthy endpoints".
 //
 //   npx tsx bench/tools/endpoint-burst.ts [--endpoints 1000] [--rounds 6] [--turn 2] [--warmup 2]
-//     [--database-url postgres://postgres@127.0.0.1:5432/test]
+//     [--database-url postgres://postgres@127.0.0.1:5432/test | --sqlite]
 //
 // Prints each pair of turns and their medians: creates/s with endpoints ÷ without, CPU per
 // create (the server's and its PostgreSQL backends'), the server's share of its core (under
@@ -25,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_POSTGRES_URL, loopbackPort, seedSchema } from '../data/postgres.js';
+import { seedSqlite } from '../data/seed.js';
 import { cpuOf, cpuSince, treeCpuSeconds } from '../harness/cpu.js';
 import { hasTaskset, pinSelf, type Server, startServer, stop } from '../harness/servers.js';
 import { median } from '../harness/summary.js';
@@ -38,6 +40,7 @@ const { values } = parseArgs({
     turn: { type: 'string', default: '2' },
     warmup: { type: 'string', default: '2' },
     'database-url': { type: 'string', default: BENCH_POSTGRES_URL },
+    sqlite: { type: 'boolean', default: false },
   },
 });
 const endpoints = Number(values.endpoints);
@@ -45,6 +48,7 @@ const rounds = Number(values.rounds);
 const turnSeconds = Number(values.turn);
 const warmupSeconds = Number(values.warmup);
 const adminUrl = values['database-url'];
+const sqlite = values.sqlite;
 if (hasTaskset) pinSelf(1);
 
 const receiver = await healthyReceiver();
@@ -75,15 +79,25 @@ try {
     [`${endpoints} endpoints`, endpoints],
   ] as const) {
     const tokensFile = join(dir, `${count}.tokens`);
-    const schema = await seedSchema(adminUrl, 1, tokensFile);
-    schemas.push(schema);
-    await subscribeEndpoints(schema.url, receiver.url, count);
+    let where: { db: string } | { databaseUrl: string };
+    let backends: Side['backends'];
+    if (sqlite) {
+      where = { db: join(dir, `${count}.db`) };
+      await seedSqlite(where.db, 1, tokensFile);
+    } else {
+      const schema = await seedSchema(adminUrl, 1, tokensFile);
+      schemas.push(schema);
+      where = { databaseUrl: schema.url };
+      const port = loopbackPort(schema.url);
+      if (port !== undefined) backends = (pid) => schema.keeper.backendPids(pid, port);
+    }
+    await subscribeEndpoints({ db: '', ...where }, receiver.url, count);
     const start = () =>
       startServer(
         `plantstore, ${name}`,
         {
           kind: 'plantstore',
-          databaseUrl: schema.url,
+          ...where,
           durability: 'power',
           logLevel: 'warn',
           extraArgs: [
@@ -97,9 +111,6 @@ try {
         },
         '0',
       );
-    const port = loopbackPort(schema.url);
-    const backends =
-      port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
     sides.push({
       name,
       start,

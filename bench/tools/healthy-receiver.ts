@@ -4,7 +4,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { openStore } from '../../src/store/open.js';
+import { openStore, type StoreConfig } from '../../src/store/open.js';
 import { addEndpoints } from '../data/endpoints.js';
 
 export interface HealthyReceiver {
@@ -48,13 +48,13 @@ export async function healthyReceiver(): Promise<HealthyReceiver> {
   };
 }
 
-/** Subscribes `count` endpoints of the schema at `databaseUrl` to `plant.created` at `url`. */
+/** Subscribes `count` endpoints of the store of `config` to `plant.created` at `url`. */
 export async function subscribeEndpoints(
-  databaseUrl: string,
+  config: StoreConfig,
   url: string,
   count: number,
 ): Promise<void> {
-  const store = await openStore({ db: '', databaseUrl, durability: 'process' });
+  const store = await openStore({ ...config, durability: 'process' });
   try {
     await addEndpoints(store, url, count);
   } finally {
