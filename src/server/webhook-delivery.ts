@@ -5,6 +5,7 @@ import { AddressPolicy, type Network } from '../core/webhooks/address-policy.js'
 import type { DestinationCheck } from '../core/webhooks/delivery.js';
 import { destinationCheck, systemResolve } from '../outbound/destination.js';
 import { HttpWebhookSender } from '../outbound/webhook-sender.js';
+import { eventLoopBudget } from '../service/delivery-budget.js';
 import { WebhookDispatcher } from '../service/webhook-dispatcher.js';
 import { WebhookFanOut } from '../service/webhook-fanout.js';
 import type { Store } from '../store/store.js';
@@ -67,6 +68,7 @@ export function startDelivery(
     schedule: delivery.retryScheduleMs,
     retentionMs: delivery.retentionMs,
     disableAfterMs: delivery.disableAfterMs,
+    budget: eventLoopBudget(),
     ...(metrics && { metrics }),
   });
   const fanOut = new WebhookFanOut({ events: store.webhookEvents, log });

@@ -40,6 +40,20 @@ export interface DispatcherOptions {
   random?: () => number;
   /** Where attempts are counted; nothing is measured by default. */
   metrics?: Metrics;
+  /**
+   * How many attempts may begin, when the process is busy (service/delivery-budget.ts);
+   * without one, as many as the shares allow.
+   */
+  budget?: AttemptBudget;
+}
+
+/** Whether one more attempt may begin now; if not, `later` calls back once it may. */
+export interface AttemptBudget {
+  take(): boolean;
+  /** Calls `retry` once the budget has room (one call pending at most; others dropped). */
+  later(retry: () => void): void;
+  /** Drops the pending call: the dispatcher is stopping. */
+  cancel(): void;
 }
 
 const DAY_MS = 86_400_000;

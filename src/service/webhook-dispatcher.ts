@@ -43,8 +43,9 @@ const EMPTY_CLAIM_SLEEP_MS = 250;
  * back free at once.
  */
 export class WebhookDispatcher {
-  private readonly options: Required<Omit<DispatcherOptions, 'wakeSources'>> & {
+  private readonly options: Required<Omit<DispatcherOptions, 'wakeSources' | 'budget'>> & {
     wakeSources: WakeSource[];
+    budget: DispatcherOptions['budget'];
   };
   private readonly endpoints: EndpointTable;
   private readonly running = new Set<Promise<void>>();
@@ -64,6 +65,7 @@ export class WebhookDispatcher {
       random: Math.random,
       wakeSources: [],
       metrics: noMetrics,
+      budget: undefined,
       ...DISPATCH_DEFAULTS,
       ...options,
     };
@@ -99,6 +101,7 @@ export class WebhookDispatcher {
     if (this.closing) return;
     this.closing = true;
     for (const unsubscribe of this.unsubscribe.splice(0)) unsubscribe();
+    this.options.budget?.cancel();
     this.signal();
     await this.loop;
     let timer: NodeJS.Timeout | undefined;
@@ -149,10 +152,13 @@ export class WebhookDispatcher {
     return messages.length;
   }
 
-  /** Starts waiting messages while their endpoints' limits and the process's slots allow. */
+  /**
+   * Starts waiting messages while their endpoints' limits, the process's slots and the budget
+   * allow; out of budget, again once it has room (a lease too short by then: given back).
+   */
   private pump(): void {
     const limit = this.endpoints.limits();
-    const { maxInFlight } = this.options;
+    const { maxInFlight, budget } = this.options;
     const now = this.options.now().getTime();
     for (const endpoint of this.endpoints.values()) {
       while (
@@ -162,6 +168,7 @@ export class WebhookDispatcher {
         // The one attempt an endpoint may always have, however many others hold.
         (endpoint.inFlight === 0 || this.inFlight < maxInFlight)
       ) {
+        if (budget !== undefined && !budget.take()) return budget.later(() => this.pump());
         this.begin(endpoint, endpoint.waiting.shift()!);
       }
     }

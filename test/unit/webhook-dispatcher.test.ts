@@ -304,6 +304,27 @@ describe('WebhookDispatcher', () => {
     assert.ok(sender.maxInFlight <= 10, `in flight: ${sender.maxInFlight}`);
   });
 
+  it('begins no more attempts than its budget allows, and the rest once it has room', async (t) => {
+    const queue = new MemoryQueue();
+    for (const endpoint of [1n, 2n, 3n, 4n, 5n, 6n]) queue.add(1, endpoint);
+    const sender = new ScriptedSender(status(204));
+    let room = 3;
+    let retry: (() => void) | undefined;
+    const budget = {
+      take: () => room-- > 0,
+      later: (callback: () => void) => (retry = callback),
+      cancel: () => (retry = undefined),
+    };
+    dispatcher(t, { queue, sender, budget });
+    await queue.waitFinished(3);
+    assert.equal(sender.sent.length, 3, 'one attempt an endpoint, but only three begun');
+    assert.ok(retry !== undefined, 'asked to be called back');
+    room = 10;
+    retry();
+    await queue.waitFinished(6);
+    assert.equal(sender.sent.length, 6);
+  });
+
   it('gives a hung endpoint one attempt in flight; the others are sent meanwhile', async (t) => {
     const queue = new MemoryQueue();
     const healthy = 100n;
