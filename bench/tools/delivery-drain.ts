@@ -1,21 +1,22 @@
-// What one delivered webhook message costs on PostgreSQL, with nothing else running: N healthy
-// endpoints subscribed to `plant.created` at a receiver here that answers 204, a server from
-// dist/ (`npm run build` first) on core 0, `--plants` creates through its API, then the time
-// until the receiver has every message (plants × endpoints), the server's CPU and its
-// PostgreSQL backends' over that time, each divided by the messages. The fan-out, the claims,
-// the attempts and their records are all in it; it also counts the connections opened to the
-// receiver. Where endpoint-burst says what deliveries take
-// from creates made at once, this says what a delivery costs, without the creates' noise: the
+// What one delivered webhook message costs on PostgreSQL (or SQLite, `--sqlite`), with
+// nothing else running: N healthy endpoints subscribed to `plant.created` at a receiver here
+// that answers 204, a server from dist/ (`npm run build` first) on core 0, `--plants` creates
+// through its API, then the time until the receiver has every message (plants × endpoints),
+// the server's CPU and its PostgreSQL backends' over that time, each divided by the messages.
+// The fan-out, the claims, the attempts and their records are all in it; it also counts the
+// connections opened to the receiver. Where endpoint-burst says what deliveries take from
+// creates made at once, this says what a delivery costs, without the creates' noise: the
 // figure to cut, and to compare before and after a change, on the same machine the same day.
 //
 //   npx tsx bench/tools/delivery-drain.ts [--endpoints 1000] [--plants 30] [--runs 3]
-//     [--database-url postgres://postgres@127.0.0.1:5432/test]
+//     [--database-url postgres://postgres@127.0.0.1:5432/test | --sqlite]
 
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_POSTGRES_URL, loopbackPort, seedSchema } from '../data/postgres.js';
+import { seedSqlite } from '../data/seed.js';
 import { cpuOf, cpuSince, treeCpuSeconds } from '../harness/cpu.js';
 import { hasTaskset, pinSelf, startServer, stop } from '../harness/servers.js';
 import { median } from '../harness/summary.js';
@@ -27,12 +28,14 @@ const { values } = parseArgs({
     plants: { type: 'string', default: '30' },
     runs: { type: 'string', default: '3' },
     'database-url': { type: 'string', default: BENCH_POSTGRES_URL },
+    sqlite: { type: 'boolean', default: false },
   },
 });
 const endpoints = Number(values.endpoints);
 const plants = Number(values.plants);
 const runs = Number(values.runs);
 const adminUrl = values['database-url'];
+const sqlite = values.sqlite;
 if (hasTaskset) pinSelf(1);
 
 const receiver = await healthyReceiver();
@@ -42,14 +45,22 @@ const results: { seconds: number; serverUs: number; dbUs: number }[] = [];
 try {
   for (let run = 0; run < runs; run++) {
     const tokensFile = join(dir, `${run}.tokens`);
-    const schema = await seedSchema(adminUrl, 1, tokensFile);
+    let where: { db: string } | { databaseUrl: string };
+    let schema: Awaited<ReturnType<typeof seedSchema>> | undefined;
+    if (sqlite) {
+      where = { db: join(dir, `${run}.db`) };
+      await seedSqlite(where.db, 1, tokensFile);
+    } else {
+      schema = await seedSchema(adminUrl, 1, tokensFile);
+      where = { databaseUrl: schema.url };
+    }
     try {
-      await subscribeEndpoints({ db: '', databaseUrl: schema.url }, receiver.url, endpoints);
+      await subscribeEndpoints({ db: '', ...where }, receiver.url, endpoints);
       const server = await startServer(
         'plantstore',
         {
           kind: 'plantstore',
-          databaseUrl: schema.url,
+          ...where,
           durability: 'power',
           logLevel: 'warn',
           extraArgs: [
@@ -62,9 +73,9 @@ try {
         '0',
       );
       try {
-        const port = loopbackPort(schema.url);
+        const port = schema === undefined ? undefined : loopbackPort(schema.url);
         const backends = () =>
-          port === undefined
+          port === undefined || schema === undefined
             ? Promise.resolve(undefined)
             : schema.keeper.backendPids(server.pid, port);
         const token = readFileSync(tokensFile, 'utf8').split('\n')[0]!;
@@ -100,7 +111,7 @@ try {
         await stop(server);
       }
     } finally {
-      await schema.drop();
+      await schema?.drop();
     }
   }
   const f = (key: 'seconds' | 'serverUs' | 'dbUs') => median(results.map((r) => r[key]));
