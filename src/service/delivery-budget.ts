@@ -52,6 +52,11 @@ export class DeliveryBudget implements AttemptBudget {
     return true;
   }
 
+  room(): boolean {
+    this.roll();
+    return this.begun < this.allowance;
+  }
+
   later(retry: () => void): void {
     if (this.timer !== undefined) return;
     const wait = Math.max(0, this.windowStart + this.options.windowMs - this.options.now());

@@ -50,6 +50,8 @@ export interface DispatcherOptions {
 /** Whether one more attempt may begin now; if not, `later` calls back once it may. */
 export interface AttemptBudget {
   take(): boolean;
+  /** Whether `take` would answer true now, taking nothing. */
+  room(): boolean;
   /** Calls `retry` once the budget has room (one call pending at most; others dropped). */
   later(retry: () => void): void;
   /** Drops the pending call: the dispatcher is stopping. */

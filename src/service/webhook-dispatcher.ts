@@ -16,12 +16,12 @@ export { DISPATCH_DEFAULTS, type DispatcherOptions, type WakeSource };
 const LEASE_MARGIN_MS = 5000;
 /** An attempt is started only if at least this much of its lease is left after the timeout. */
 const FINISH_MARGIN_MS = 2000;
-/**
- * The least sleep after a claim that took nothing: a message that falls due while its
- * endpoint's share is full (a hung receiver's retries), or while its endpoint is disabled,
- * wakes the loop for nothing, once per message; this keeps such wakes to 4 a second.
- */
+// The least sleep after a claim that took nothing: a message that falls due while its
+// endpoint's share is full (a hung receiver's retries), or while its endpoint is disabled,
+// wakes the loop for nothing, once per message; this keeps such wakes to 4 a second. Out of
+// budget, the loop looks whether it may claim again every BUDGET_LOOK_MS.
 const EMPTY_CLAIM_SLEEP_MS = 250;
+const BUDGET_LOOK_MS = 100;
 
 /**
  * Sends the webhook messages of the queue: claims due messages with a lease, so that
@@ -124,6 +124,11 @@ export class WebhookDispatcher {
     while (!this.closing) {
       this.woken = false;
       await this.housekeeping();
+      // No claims while no attempt may begin: their leases would run out waiting.
+      if (this.options.budget?.room() === false) {
+        await this.sleep(BUDGET_LOOK_MS);
+        continue;
+      }
       const limit = this.options.maxInFlight * 2;
       const claimedAt = this.options.now();
       const claimed = await this.claim(claimedAt, limit);

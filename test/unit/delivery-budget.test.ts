@@ -38,6 +38,15 @@ describe('DeliveryBudget', () => {
       [next(0.95), next(0.95), next(0.95), next(0.95), next(0.95), next(1)],
       [80, 40, 20, 10, 10, 10],
     );
+    // Asking whether there is room takes none.
+    assert.equal(made.room(), false);
+    state.used = 0.95;
+    state.at += 100;
+    assert.equal(made.room(), true);
+    assert.equal(made.room(), true);
+    let taken = 0;
+    while (made.take()) taken++;
+    assert.equal(taken, 10);
     // A window under `busy` doubles it; a second lifts it.
     assert.deepEqual([next(0.5), next(0.5)], [20, 1000]);
     // A full window after a calm one starts over from what the calm one began.

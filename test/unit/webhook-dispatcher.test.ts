@@ -312,6 +312,7 @@ describe('WebhookDispatcher', () => {
     let retry: (() => void) | undefined;
     const budget = {
       take: () => room-- > 0,
+      room: () => room > 0,
       later: (callback: () => void) => (retry = callback),
       cancel: () => (retry = undefined),
     };
@@ -323,6 +324,35 @@ describe('WebhookDispatcher', () => {
     retry();
     await queue.waitFinished(6);
     assert.equal(sender.sent.length, 6);
+  });
+
+  // A dispatcher that never asks would leave this waiting: the timeout fails it.
+  it('claims nothing while its budget has no room', { timeout: 5000 }, async (t) => {
+    const queue = new MemoryQueue();
+    queue.add(3);
+    const sender = new ScriptedSender(status(204));
+    const looked = new EventEmitter();
+    let open = false;
+    let looks = 0;
+    const budget = {
+      take: () => open,
+      room: () => {
+        looked.emit('look', ++looks);
+        return open;
+      },
+      later: () => undefined,
+      cancel: () => undefined,
+    };
+    dispatcher(t, { queue, sender, budget });
+    while (looks < 2) await once(looked, 'look');
+    assert.deepEqual(
+      queue.calls.filter((call) => call.startsWith('claim')),
+      [],
+      'no claim while out of budget',
+    );
+    open = true;
+    await queue.waitFinished(3);
+    assert.ok(queue.calls.includes('claim 128'));
   });
 
   it('gives a hung endpoint one attempt in flight; the others are sent meanwhile', async (t) => {
