@@ -5,6 +5,7 @@
 // database's, most of it in the statement's round trip and commit (bench/HISTORY.md,
 // bench/tools/delivery-drain.ts).
 import type { Log } from '../../core/log.js';
+import { StoreUnavailableError } from '../../core/unavailable.js';
 import type { AttemptRecord, NextStep } from '../store.js';
 import { REFILL_AT } from '../webhook-log.js';
 import { finishedStatus, type MessageSignal, storableText } from '../webhook-rows.js';
@@ -135,9 +136,10 @@ interface EndpointEnds {
 /**
  * WebhookQueue.finish on PostgreSQL, in batches: an attempt that ends while no batch is being
  * written is written at once, alone; those that end meanwhile wait for it and go together
- * (at most FINISH_BATCH), as a group commit. A batch that fails (a deadlock's victim, a
- * statement timeout, an endpoint locked too long) is written again one attempt at a time, so
- * that one endpoint's trouble fails only its own. Fires `signal` when an endpoint recovered
+ * (at most FINISH_BATCH), as a group commit. A batch the database refuses for what it holds
+ * is written again one attempt at a time, so that one attempt's trouble fails only its own;
+ * one that could not be written at all (the database unreachable, a timeout, a deadlock's
+ * victim) fails whole, its attempts made again when their leases end. Fires `signal` when an endpoint recovered
  * (its retries are due now) and calls `room` when ends took an endpoint down to REFILL_AT
  * (the fan-out may give it more).
  */
@@ -163,8 +165,11 @@ export function finishInBatches(
         try {
           await settle(query, batch, signal, room, log);
         } catch (error) {
-          if (batch.length === 1) {
-            batch[0]!.failed(error);
+          // Unreachable or timed out, each alone would fail the same way, one timeout after
+          // another (minutes for a batch during an outage): only a batch refused for what it
+          // holds is written again one attempt at a time.
+          if (batch.length === 1 || error instanceof StoreUnavailableError) {
+            for (const finish of batch) finish.failed(error);
             continue;
           }
           log.warn(
