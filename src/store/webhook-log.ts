@@ -114,20 +114,31 @@ export function webhookIdAt(at: Date): string {
 }
 
 /**
+ * How many messages one fan-out gives each of `endpoints` at most: an equal part of
+ * `maxMessages`. Given whole, in the order read (furthest behind first, ties by id), 20
+ * endpoints took a fan-out's 1,000 messages and the one read last, a healthy endpoint beside
+ * 20 hung ones (test/process/webhooks-fairness.test.ts), waited for the next fan-out, which
+ * may wait for its share of the time; in parts, every endpoint read moves at each.
+ */
+export const messagesPerEndpoint = (maxMessages: number, endpoints: number): number =>
+  Math.max(1, Math.ceil(maxMessages / Math.max(1, endpoints)));
+
+/**
  * What the endpoint gets of `events` (those above its position, oldest first, as read: at
- * most `asked`, none above `head`): those of its types, up to its room, as messages; and how
- * far its position moves: to just before the first event it had no room for, else over every
- * event read, else (fewer read than asked: the log ends there) to `head`, every position up
- * to which is final. Undefined when it does not move.
+ * most `asked`, none above `head`): those of its types, up to its room and `most`, as
+ * messages; and how far its position moves: to just before the first event it had no room
+ * for, else over every event read, else (fewer read than asked: the log ends there) to
+ * `head`, every position up to which is final. Undefined when it does not move.
  */
 export function planMove(
   endpoint: LogEndpoint,
   events: readonly ChangeEvent[],
   head: bigint,
   asked: number = SCAN_PER_ENDPOINT,
+  most = Infinity,
 ): LogMove | undefined {
   const wanted = new Set<string>(eventsFromText(endpoint.events));
-  const room = MESSAGES_PER_ENDPOINT - endpoint.pending;
+  const room = Math.min(MESSAGES_PER_ENDPOINT - endpoint.pending, most);
   const messages: LogMessage[] = [];
   let to = events.length < asked ? head : events.at(-1)!.position;
   for (const [i, event] of events.entries()) {

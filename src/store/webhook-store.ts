@@ -59,6 +59,13 @@ export interface FanOutStep {
   /** Messages it wrote. */
   messages: number;
   /**
+   * Of the time it took, how long it waited for others rather than worked: on PostgreSQL for
+   * the writes still committing below the watermark, on SQLite for its turn at the writer. It
+   * used nothing of the database meanwhile, so WebhookFanOut does not count it against its
+   * share (counted, one wait of 200 ms behind a burst of creates paused the fan-out 2 s).
+   */
+  waitedMs?: number;
+  /**
    * Whether an enabled endpoint has room for more messages: while none has, new events give
    * the fan-out nothing to do until a message ends or an endpoint changes.
    */

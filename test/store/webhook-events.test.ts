@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { plantPayload, type WebhookEvent } from '../../src/core/webhooks/events.js';
-import { PlantExistsError, type Store, WebhookEndpointLimitError } from '../../src/store/store.js';
+import {
+  type FanOutStep,
+  PlantExistsError,
+  type Store,
+  WebhookEndpointLimitError,
+} from '../../src/store/store.js';
 import { MESSAGES_PER_ENDPOINT } from '../../src/store/webhook-log.js';
 import { type Backend, forEachBackend } from '../helpers/backends.js';
 import { fanOutAll } from '../helpers/fan-out.js';
@@ -57,6 +62,9 @@ const endpointIds = async (db: EventsDatabase) =>
     )
   ).map((row) => BigInt(row.endpoint_id));
 
+/** What a fan-out did, without how long it waited. */
+const did = ({ endpoints, messages, room }: FanOutStep) => ({ endpoints, messages, room });
+
 /** An attempt ended now with `httpStatus`. */
 const attempt = (httpStatus: number) => ({
   at: new Date(),
@@ -95,7 +103,7 @@ forEachBackend((backend) => {
         // A tenth of 1,000 messages' endpoints a fan-out (endpointsPerFanOut).
         const step = await store.webhookEvents.fanOut(1000);
         if (step.endpoints === 0) break;
-        steps.push(step);
+        steps.push(did(step));
       }
       assert.deepEqual(
         steps,
@@ -113,6 +121,30 @@ forEachBackend((backend) => {
         [message!.payload, message!.event_type],
         [plantPayload(plant), 'plant.created'],
       );
+    });
+
+    it('each endpoint behind gets its part of a fan-out, the one read last too', async (t) => {
+      const db = await eventsDatabase(t, backend);
+      const { store } = db;
+      await subscribeMany(store, 21);
+      for (let i = 0; i < 60; i += 20) {
+        await Promise.all(
+          Array.from({ length: 20 }, (_, j) => store.plants.insert({ name: `p${i + j}` })),
+        );
+      }
+      // 210 messages: a tenth of it, 21 endpoints, read; 10 each. Given whole, in the order
+      // read, the first four would have had 60 each and the other 17 none.
+      assert.deepEqual(did(await store.webhookEvents.fanOut(210)), {
+        endpoints: 21,
+        messages: 210,
+        room: true,
+      });
+      const [row] = await db.rows<{ endpoints: number | bigint; most: number | bigint }>(
+        `SELECT count(*) AS endpoints, max(n) AS most FROM
+           (SELECT endpoint_id, count(*) AS n FROM webhook_messages GROUP BY endpoint_id) e`,
+      );
+      assert.deepEqual([Number(row!.endpoints), Number(row!.most)], [21, 10]);
+      assert.equal(await fanOutAll(store), 21 * 50, 'the rest, in the next fan-outs');
     });
 
     it('an endpoint gets the writes after its creation, of its types, while enabled: re-enabled, what it missed', async (t) => {
@@ -161,7 +193,11 @@ forEachBackend((backend) => {
       }
       assert.equal(await fanOutAll(store), MESSAGES_PER_ENDPOINT);
       const full = await store.webhookEvents.fanOut(1000);
-      assert.deepEqual(full, { endpoints: 0, messages: 0, room: false }, 'nothing, and no room');
+      assert.deepEqual(
+        did(full),
+        { endpoints: 0, messages: 0, room: false },
+        'nothing, and no room',
+      );
       await deliver(store, 30);
       assert.equal(await fanOutAll(store), 30);
       await deliver(store, 1000);

@@ -121,33 +121,51 @@ it('while no endpoint has room, writes do not wake it; a message that ends does'
 it('goes on through a backlog, pausing so that it takes a tenth of the time at most', async (t) => {
   const clock = { ms: 0 };
   // Each batch takes 100 ms of the test's clock; a pause moves the clock on as long.
-  const events = new MemoryEvents([ONE, ONE, ONE, NONE], clock, 100);
+  const events = new MemoryEvents([ONE, ONE, ONE, ONE, ONE, ONE, NONE], clock, 100);
   const pauses = passedPauses(t, clock);
   start(t, events, clock);
-  await events.called(4);
+  await events.called(7);
   assert.deepEqual(
     pauses,
-    [900, 900, 3_600_000],
-    'the first batch spends the 100 ms a burst may take; each after it waits 9 times its time; ' +
-      'then, nothing left, it waits for a wake-up or the poll',
+    [700, 900, 900, 3_600_000],
+    'the first three batches spend the 300 ms a burst may take (and the 30 refilled meanwhile); ' +
+      'each after them waits 9 times its time; then, nothing left, it waits for a wake-up or ' +
+      'the poll',
   );
 });
 
 it('counts only the batches during which other work used the database, where the store tells', async (t) => {
   const clock = { ms: 0 };
-  // Batches of 150 ms, more than a burst's 100. Other work from the end of the third on (the
+  // Batches of 150 ms, half a burst's 300. Other work from the end of the third on (the
   // store is asked as each batch begins and ends).
-  const steps = [ONE, ONE, ONE, ONE, ONE, NONE];
+  const steps = [ONE, ONE, ONE, ONE, ONE, ONE, ONE, NONE];
   const events: MemoryEvents = new MemoryEvents(steps, clock, 150, () => events.calls.length >= 3);
   const pauses = passedPauses(t, clock);
   start(t, events, clock);
-  await events.called(6);
+  await events.called(8);
   assert.deepEqual(
     pauses,
-    [500, 1350, 1350, 3_600_000],
-    'the first two batches, nothing else using the database, spend nothing; the third ' +
-      'overspends the full burst by 50 ms and waits 10 times that, each after it 10 times 135 ' +
-      '(0 + 15 - 150); then, nothing left, it waits for a wake-up or the poll',
+    [1200, 1350, 1350, 3_600_000],
+    'the first two batches, nothing else using the database, spend nothing; the third and ' +
+      'fourth spend the full burst of 300 ms and the 30 refilled, the fifth overspends it by ' +
+      '120 ms and waits 10 times that, each after it 10 times 135 (0 + 15 - 150); then, ' +
+      'nothing left, it waits for a wake-up or the poll',
+  );
+});
+
+it('does not count the time a batch waited for others', async (t) => {
+  const clock = { ms: 0 };
+  // Batches of 300 ms, 250 of them waiting (for writes still committing, or the writer).
+  const waited = { ...ONE, waitedMs: 250 };
+  const events = new MemoryEvents([waited, waited, waited, NONE], clock, 300);
+  const pauses = passedPauses(t, clock);
+  start(t, events, clock);
+  await events.called(4);
+  assert.equal(
+    pauses[0],
+    3_600_000,
+    'no pause before the wait for a wake-up: each batch spends its 50 ms of work, which the ' +
+      '30 ms refilled during it nearly covers; counted whole, the second would have waited 2.7 s',
   );
 });
 

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import type { ChangeEvent } from '../../src/core/change-events.js';
 import type { WebhookEvent } from '../../src/core/webhooks/events.js';
-import { type LogEndpoint, MESSAGES_PER_ENDPOINT, planMove } from '../../src/store/webhook-log.js';
+import {
+  type LogEndpoint,
+  MESSAGES_PER_ENDPOINT,
+  messagesPerEndpoint,
+  planMove,
+  SCAN_PER_ENDPOINT,
+} from '../../src/store/webhook-log.js';
 
 // Where an endpoint's position moves in one fan-out, and which events it gets: the one rule
 // both databases' fan-outs follow (webhook-log.ts).
@@ -66,4 +72,18 @@ it('moves over all it read, no further, when it read as many as it asked', () =>
 
 it('an endpoint without room does not move', () => {
   assert.equal(planMove(endpoint(MESSAGES_PER_ENDPOINT), log('plant.created'), 99n), undefined);
+});
+
+it('takes at most `most` messages, stopping before the next event it would take', () => {
+  const events = log('plant.created', 'plant.deleted', 'plant.created', 'plant.created');
+  const move = planMove(endpoint(), events, 99n, SCAN_PER_ENDPOINT, 2);
+  assert.deepEqual(positions(move), [1, 3]);
+  assert.equal(move?.to, 13n, 'the create at 14 waits for the next fan-out');
+});
+
+it('an endpoint behind gets an equal part of a fan-out, at least one message', () => {
+  assert.equal(messagesPerEndpoint(1000, 21), 48);
+  assert.equal(messagesPerEndpoint(1000, 1), 1000);
+  assert.equal(messagesPerEndpoint(10, 100), 1);
+  assert.equal(messagesPerEndpoint(1000, 0), 1000);
 });

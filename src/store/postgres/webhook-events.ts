@@ -6,6 +6,7 @@ import {
   MESSAGES_PER_ENDPOINT,
   endpointsPerFanOut,
   MAX_PROBES,
+  messagesPerEndpoint,
   planMove,
   SCAN_PER_ENDPOINT,
   STALLED_AFTER_MS,
@@ -117,10 +118,14 @@ export function postgresWebhookEvents(
   let lookedForStalled = -Infinity;
   return {
     async fanOut(maxMessages): Promise<FanOutStep> {
+      const asked = performance.now();
       const head = await readable();
+      const waitedMs = performance.now() - asked;
       const limit = endpointsPerFanOut(maxMessages);
       const { rows } = await query<BehindRow>('webhooks.behind', BEHIND, [head.toString(), limit]);
-      const moves = planMoves(rows, head, SCAN_PER_ENDPOINT);
+      const behind = new Set(rows.flatMap((row) => (row.id === null ? [] : [row.id]))).size;
+      const most = messagesPerEndpoint(maxMessages, behind);
+      const moves = planMoves(rows, head, SCAN_PER_ENDPOINT, most);
       const room = rows[0]?.room === true;
       const now = Date.now();
       if (now - lookedForStalled >= STALLED_LOOK_MS) {
@@ -136,11 +141,11 @@ export function postgresWebhookEvents(
           ...planMoves(stalled, head, STALLED_SCAN).filter((move) => !planned.has(move.id)),
         );
       }
-      // About `maxMessages`: the endpoints after the first that reaches it wait.
+      // About `maxMessages`: each endpoint behind a part; stalled ones after it may wait.
       let count = 0;
       const cut = moves.findIndex((move) => (count += move.messages.length) >= maxMessages);
       if (cut !== -1) moves.length = cut + 1;
-      if (moves.length === 0) return { endpoints: 0, messages: 0, room };
+      if (moves.length === 0) return { endpoints: 0, messages: 0, room, waitedMs };
       const written = moves.flatMap((move) => move.messages);
       const { rows: done } = await query<{ messages: bigint }>('webhooks.fanOut', WRITE, [
         moves.map((move) => move.id.toString()),
@@ -154,7 +159,7 @@ export function postgresWebhookEvents(
         written.map((message) => message.at),
       ]);
       // Those another process moved first count too: it found them behind as well.
-      const step = { endpoints: moves.length, messages: Number(done[0]!.messages), room };
+      const step = { endpoints: moves.length, messages: Number(done[0]!.messages), room, waitedMs };
       if (step.messages > 0) messages.fire();
       return step;
     },
@@ -163,8 +168,16 @@ export function postgresWebhookEvents(
   };
 }
 
-/** The rows of BEHIND or STALLED (`asked` events each), an endpoint's together, as moves. */
-function planMoves(rows: readonly BehindRow[], head: bigint, asked: number): LogMove[] {
+/**
+ * The rows of BEHIND or STALLED (`asked` events each), an endpoint's together, as moves of at
+ * most `most` messages each.
+ */
+function planMoves(
+  rows: readonly BehindRow[],
+  head: bigint,
+  asked: number,
+  most = Infinity,
+): LogMove[] {
   const endpoints = new Map<bigint, { endpoint: LogEndpoint; events: EventRow[] }>();
   for (const row of rows) {
     if (row.id === null) continue;
@@ -189,6 +202,7 @@ function planMoves(rows: readonly BehindRow[], head: bigint, asked: number): Log
       events.map((row) => toChangeEvent(row, postgresTime)),
       head,
       asked,
+      most,
     );
     return move === undefined ? [] : [move];
   });

@@ -6,6 +6,7 @@ import {
   MESSAGES_PER_ENDPOINT,
   endpointsPerFanOut,
   MAX_PROBES,
+  messagesPerEndpoint,
   planMove,
   SCAN_PER_ENDPOINT,
   STALLED_AFTER_MS,
@@ -84,7 +85,13 @@ export function sqliteWebhookEvents(
       const now = Date.now();
       const stalled = now - lookedForStalled >= STALLED_LOOK_MS;
       if (stalled) lookedForStalled = now;
-      const step = await write(() => fanOut(s, maxMessages, stalled ? now : undefined));
+      const asked = performance.now();
+      let waitedMs = 0;
+      const step = await write(() => {
+        waitedMs = performance.now() - asked;
+        return fanOut(s, maxMessages, stalled ? now : undefined);
+      });
+      step.waitedMs = waitedMs;
       if (step.messages > 0) messages.fire();
       return step;
     },
@@ -93,27 +100,26 @@ export function sqliteWebhookEvents(
 }
 
 /**
- * The endpoints furthest behind, until about `maxMessages` are written; with `now`, then the
+ * The endpoints furthest behind, each a part of about `maxMessages`; with `now`, then the
  * stalled ones too (a message each).
  */
 function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
   const head = s.head.get() as bigint;
   const limit = endpointsPerFanOut(maxMessages);
-  const behind = (s.behind.all({ head, limit }) as EndpointRow[]).map((row) => ({
-    row,
-    asked: SCAN_PER_ENDPOINT,
-  }));
+  const behindRows = s.behind.all({ head, limit }) as EndpointRow[];
+  const most = messagesPerEndpoint(maxMessages, behindRows.length);
+  const behind = behindRows.map((row) => ({ row, asked: SCAN_PER_ENDPOINT, most }));
   const stalled =
     now === undefined
       ? []
       : (
           s.stalled.all({ head, limit: maxMessages, soon: now + STALLED_AFTER_MS }) as EndpointRow[]
-        ).map((row) => ({ row, asked: STALLED_SCAN }));
+        ).map((row) => ({ row, asked: STALLED_SCAN, most: Infinity }));
   // Endpoints at one position (most often all of them, at the head) read the log once.
   const read = new Map<string, ReturnType<typeof toChangeEvent>[]>();
   let endpoints = 0;
   let written = 0;
-  for (const { row, asked } of [...behind, ...stalled]) {
+  for (const { row, asked, most } of [...behind, ...stalled]) {
     if (written >= maxMessages) break;
     const endpoint: LogEndpoint = {
       id: row.id,
@@ -128,7 +134,7 @@ function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
       events = rows.map((entry) => toChangeEvent(entry, sqliteTime));
       read.set(key, events);
     }
-    const move = planMove(endpoint, events, head, asked);
+    const move = planMove(endpoint, events, head, asked, most);
     if (move === undefined) continue;
     for (const message of move.messages) {
       s.write.run({ ...message, at: message.at.getTime() });
