@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import pg from 'pg';
 import { silentLog } from '../../src/core/log.js';
 import { StoreUnavailableError } from '../../src/core/unavailable.js';
 import type { Query } from '../../src/store/postgres/query.js';
@@ -8,12 +9,24 @@ import { MessageSignal } from '../../src/store/webhook-rows.js';
 
 // What a failed batch of attempt records does, against a database that fails as the test
 // says: the batch statements it is sent, counted.
-function recorder(fail: (batchSize: number) => Error) {
+function recorder(fail: (batchSize: number, call: number) => Error | undefined) {
   const sizes: number[] = [];
   const query = (async (_name: string, _text: string, values: unknown[]) => {
-    const size = (values[0] as string[]).length;
-    sizes.push(size);
-    throw fail(size);
+    const ids = values[0] as string[];
+    sizes.push(ids.length);
+    const error = fail(ids.length, sizes.length);
+    if (error !== undefined) throw error;
+    // Every attempt recorded: a row per attempt, its endpoint neither failing nor refilled.
+    const rows = ids.map((id, i) => ({
+      id: BigInt(id),
+      n: i + 1,
+      endpoint_id: 1n,
+      kind: 'delivered',
+      at: new Date(0),
+      pending_before: 0,
+      was_failing: false,
+    }));
+    return { rows };
   }) as unknown as Query;
   const finish = finishInBatches(query, new MessageSignal(silentLog), () => undefined, silentLog);
   const attempt = {
@@ -30,6 +43,13 @@ function recorder(fail: (batchSize: number) => Error) {
   return { sizes, three };
 }
 
+/** What a Query throws for a statement rolled back for another's sake (`code`). */
+function raced(code: string): StoreUnavailableError {
+  const error = new pg.DatabaseError('deadlock detected', 0, 'error');
+  error.code = code;
+  return new StoreUnavailableError(error);
+}
+
 describe('attempt records in batches (PostgreSQL)', () => {
   it('writes a refused batch again one attempt at a time', async () => {
     const { sizes, three } = recorder(() => new Error('value out of range'));
@@ -44,5 +64,25 @@ describe('attempt records in batches (PostgreSQL)', () => {
     const settled = await three();
     assert.ok(settled.every((s) => s.status === 'rejected'));
     assert.deepEqual(sizes, [1, 2]);
+  });
+
+  it("writes a deadlock's victim again once, whole", async () => {
+    const { sizes, three } = recorder((_, call) => (call === 2 ? raced('40P01') : undefined));
+    const settled = await three();
+    assert.deepEqual(
+      settled.map((s) => s.status === 'fulfilled' && s.value),
+      [true, true, true],
+    );
+    assert.deepEqual(sizes, [1, 2, 2], 'the first alone, the next two, again after the deadlock');
+  });
+
+  it('fails a batch that loses its race twice, without writing its attempts alone', async () => {
+    const { sizes, three } = recorder((size) => (size > 1 ? raced('40001') : undefined));
+    const settled = await three();
+    assert.deepEqual(
+      settled.map((s) => s.status),
+      ['fulfilled', 'rejected', 'rejected'],
+    );
+    assert.deepEqual(sizes, [1, 2, 2]);
   });
 });

@@ -44,6 +44,16 @@ const UNAVAILABLE_CODES = new Set(['25006']);
 // What pg itself throws when the connection, not the statement, failed.
 const CONNECTION_TROUBLE = /connection|terminated|timeout|not queryable/i;
 
+/**
+ * Whether a failed statement lost a race with another transaction (a deadlock's victim, a
+ * serialization failure): it was rolled back whole, and the same statement may well succeed
+ * at once. `error` as thrown by a Query (in a StoreUnavailableError) or by pg.
+ */
+export function lostRace(error: unknown): boolean {
+  const cause = error instanceof StoreUnavailableError ? error.cause : error;
+  return cause instanceof pg.DatabaseError && (cause.code === '40P01' || cause.code === '40001');
+}
+
 /** Whether a failed database call means "try again later" (503) rather than a bug (500). */
 export function isUnavailable(error: unknown): boolean {
   if (error instanceof pg.DatabaseError) {

@@ -9,7 +9,7 @@ import { StoreUnavailableError } from '../../core/unavailable.js';
 import type { AttemptRecord, NextStep } from '../store.js';
 import { REFILL_AT } from '../webhook-log.js';
 import { finishedStatus, type MessageSignal, storableText } from '../webhook-rows.js';
-import type { Query } from './query.js';
+import { lostRace, type Query } from './query.js';
 import { WEBHOOK_CHANNEL } from './webhooks.js';
 
 /** The most attempts one statement records; more wait for the next. */
@@ -138,10 +138,10 @@ interface EndpointEnds {
  * written is written at once, alone; those that end meanwhile wait for it and go together
  * (at most FINISH_BATCH), as a group commit. A batch the database refuses for what it holds
  * is written again one attempt at a time, so that one attempt's trouble fails only its own;
- * one that could not be written at all (the database unreachable, a timeout, a deadlock's
- * victim) fails whole, its attempts made again when their leases end. Fires `signal` when an endpoint recovered
- * (its retries are due now) and calls `room` when ends took an endpoint down to REFILL_AT
- * (the fan-out may give it more).
+ * one that could not be written at all (the database unreachable, a timeout) fails whole, its
+ * attempts made again when their leases end; a deadlock's victim is written again once.
+ * Fires `signal` when an endpoint recovered (its retries are due now) and calls `room` when
+ * ends took an endpoint down to REFILL_AT (the fan-out may give it more).
  */
 export function finishInBatches(
   query: Query,
@@ -163,7 +163,7 @@ export function finishInBatches(
       while (waiting.length > 0) {
         const batch = waiting.splice(0, FINISH_BATCH);
         try {
-          await settle(query, batch, signal, room, log);
+          await settleOnceMoreIfRaced(query, batch, signal, room, log);
         } catch (error) {
           // Unreachable or timed out, each alone would fail the same way, one timeout after
           // another (minutes for a batch during an outage): only a batch refused for what it
@@ -191,6 +191,27 @@ export function finishInBatches(
       waiting.push({ messageId, claimedUntil, attempt, next, done, failed });
       if (!writing) void write();
     });
+}
+
+/**
+ * settle, and once more if the batch lost a race with another transaction (rolled back,
+ * nothing written): the lock order makes a deadlock rare, and its victim failed whole, its
+ * attempts were made again, delivering their messages twice.
+ */
+async function settleOnceMoreIfRaced(
+  query: Query,
+  batch: readonly Finish[],
+  signal: MessageSignal,
+  room: () => void,
+  log: Log,
+): Promise<void> {
+  try {
+    await settle(query, batch, signal, room, log);
+  } catch (error) {
+    if (!lostRace(error)) throw error;
+    log.warn({ err: error, attempts: batch.length }, 'recording webhook attempts raced; again');
+    await settle(query, batch, signal, room, log);
+  }
 }
 
 /** Writes one batch and settles its promises; rejects, settling none, if it was not written. */
