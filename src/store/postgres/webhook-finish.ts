@@ -163,7 +163,13 @@ export function finishInBatches(
       while (waiting.length > 0) {
         const batch = waiting.splice(0, FINISH_BATCH);
         try {
-          await settleOnceMoreIfRaced(query, batch, signal, room, log);
+          // Once more if it lost a race (a deadlock's victim, rolled back: nothing written);
+          // failed whole, its attempts were made again, their messages delivered twice.
+          await settle(query, batch, signal, room, log).catch((error: unknown) => {
+            if (!lostRace(error)) throw error;
+            log.warn({ err: error, attempts: batch.length }, 'recording webhook attempts raced');
+            return settle(query, batch, signal, room, log);
+          });
         } catch (error) {
           // Unreachable or timed out, each alone would fail the same way, one timeout after
           // another (minutes for a batch during an outage): only a batch refused for what it
@@ -191,27 +197,6 @@ export function finishInBatches(
       waiting.push({ messageId, claimedUntil, attempt, next, done, failed });
       if (!writing) void write();
     });
-}
-
-/**
- * settle, and once more if the batch lost a race with another transaction (rolled back,
- * nothing written): the lock order makes a deadlock rare, and its victim failed whole, its
- * attempts were made again, delivering their messages twice.
- */
-async function settleOnceMoreIfRaced(
-  query: Query,
-  batch: readonly Finish[],
-  signal: MessageSignal,
-  room: () => void,
-  log: Log,
-): Promise<void> {
-  try {
-    await settle(query, batch, signal, room, log);
-  } catch (error) {
-    if (!lostRace(error)) throw error;
-    log.warn({ err: error, attempts: batch.length }, 'recording webhook attempts raced; again');
-    await settle(query, batch, signal, room, log);
-  }
 }
 
 /** Writes one batch and settles its promises; rejects, settling none, if it was not written. */
