@@ -66,7 +66,8 @@ export const RESUMED_POSITION = (enabled: string, greatest: 'max' | 'greatest'):
 
 /**
  * An endpoint whose messages end down to this many pending (from more) wakes the fan-out,
- * which then gives it up to MESSAGES_PER_ENDPOINT again: half of them in one transaction,
+ * which then gives it up to MESSAGES_PER_ENDPOINT again: half of them in one transaction
+ * (in several while 32 or more endpoints are behind, each getting its part of a fan-out),
  * not one message a transaction as each message ends. A delivery backlog in the log is sent
  * at 1,651 messages a second with refills of one, 353 µs of CPU each (bench/HISTORY.md). An
  * endpoint with fewer pending gets new events at each write anyway (it has room).
@@ -115,13 +116,14 @@ export function webhookIdAt(at: Date): string {
 
 /**
  * How many messages one fan-out gives each of `endpoints` at most: an equal part of
- * `maxMessages`. Given whole, in the order read (furthest behind first, ties by id), 20
+ * `maxMessages`, rounded down (up, the parts of the first could fill it: 60 endpoints at 17,
+ * the 60th left out). Given whole, in the order read (furthest behind first), 20
  * endpoints took a fan-out's 1,000 messages and the one read last, a healthy endpoint beside
  * 20 hung ones (test/process/webhooks-fairness.test.ts), waited for the next fan-out, which
  * may wait for its share of the time; in parts, every endpoint read moves at each.
  */
 export const messagesPerEndpoint = (maxMessages: number, endpoints: number): number =>
-  Math.max(1, Math.ceil(maxMessages / Math.max(1, endpoints)));
+  Math.max(1, Math.floor(maxMessages / Math.max(1, endpoints)));
 
 /**
  * What the endpoint gets of `events` (those above its position, oldest first, as read: at

@@ -60,9 +60,9 @@ export interface FanOutStep {
   messages: number;
   /**
    * Of the time it took, how long it waited for others rather than worked: on PostgreSQL for
-   * the writes still committing below the watermark, on SQLite for its turn at the writer. It
-   * used nothing of the database meanwhile, so WebhookFanOut does not count it against its
-   * share (counted, one wait of 200 ms behind a burst of creates paused the fan-out 2 s).
+   * the writes still committing below the watermark (between its looks at them, which count
+   * as work), on SQLite for its turn at the writer. WebhookFanOut does not count it against
+   * its share (counted, one wait of 200 ms behind a burst of creates paused the fan-out 2 s).
    */
   waitedMs?: number;
   /**

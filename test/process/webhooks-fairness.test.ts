@@ -15,17 +15,19 @@ import { type Answer, type Receiver, startReceiver } from '../helpers/webhook-re
 // each with a backlog, beside one that answers at once.
 
 const BAD = 20;
+/** Short, so that the test sees the hung attempts time out and the next ones start. */
+const TIMEOUT_MS = 4000;
+/** When a receiver that fails late answers 503: just before the attempt would time out. */
+const LATE_MS = TIMEOUT_MS - 300;
 /**
  * How late a healthy endpoint's message may arrive after its write was answered: below
- * TIMEOUT, so that a message that waited for a hung attempt to end fails it. On a quiet
- * machine the worst lag is 100 to 900 ms. Under load it is the fan-out's pace: a CI run saw
- * 2.8 s on PostgreSQL (2026-11-28, a bound of 2.5 s then), its batches paused after taking
- * 250 to 350 ms on a busy machine; with ten busy loops beside the test on two cores, 0.4 to
- * 2.4 s since (webhook-fanout.ts), 1.2 to 4.3 s before.
+ * LATE_MS, so that a message that waited for a hung attempt or a late failure to end fails
+ * it. On a quiet machine the worst lag is 30 to 900 ms. Under load it is the fan-out's pace:
+ * a CI run saw 2.8 s on PostgreSQL (2026-11-28, with a 3 s timeout and a bound of 2.5 s), its
+ * batches paused after taking 250 to 350 ms on a busy machine; with ten busy loops beside the
+ * test on two cores, 0.4 to 2.4 s since (webhook-fanout.ts), 1.2 to 4.3 s before.
  */
-const LAG_MS = 3500;
-/** Short, so that the test sees the hung attempts time out and the next ones start. */
-const TIMEOUT = '4s';
+const LAG_MS = 3000;
 
 /** Resolves with `promise`, or fails saying what did not happen within `ms`. */
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
@@ -79,7 +81,7 @@ const drip: Answer = (response) => {
 
 /** A receiver that answers 503 just before the attempt would time out. */
 const lateFailure: Answer = (response) => {
-  const timer = setTimeout(() => response.writeHead(503).end(), 2500);
+  const timer = setTimeout(() => response.writeHead(503).end(), LATE_MS);
   response.on('close', () => clearTimeout(timer));
 };
 
@@ -121,7 +123,7 @@ async function healthyBeside(
   const api = await serveWithWebhooks(
     t,
     args,
-    [...ALLOW_LOOPBACK, '--webhook-timeout', TIMEOUT],
+    [...ALLOW_LOOPBACK, '--webhook-timeout', `${TIMEOUT_MS / 1000}s`],
     token,
   );
   for (const url of bad.urls) await api.subscribe(url);

@@ -126,25 +126,27 @@ forEachBackend((backend) => {
     it('each endpoint behind gets its part of a fan-out, the one read last too', async (t) => {
       const db = await eventsDatabase(t, backend);
       const { store } = db;
-      await subscribeMany(store, 21);
-      for (let i = 0; i < 60; i += 20) {
-        await Promise.all(
-          Array.from({ length: 20 }, (_, j) => store.plants.insert({ name: `p${i + j}` })),
-        );
-      }
-      // 210 messages: a tenth of it, 21 endpoints, read; 10 each. Given whole, in the order
-      // read, the first four would have had 60 each and the other 17 none.
-      assert.deepEqual(did(await store.webhookEvents.fanOut(210)), {
-        endpoints: 21,
-        messages: 210,
+      await subscribeMany(store, 60);
+      await Promise.all(
+        Array.from({ length: 20 }, (_, j) => store.plants.insert({ name: `p${j}` })),
+      );
+      // 1,000 messages, 60 endpoints behind: 16 each. Given whole, in the order read, 50 would
+      // have had 20 and 10 none; at 17 each (rounded up), the 60th none.
+      assert.deepEqual(did(await store.webhookEvents.fanOut(1000)), {
+        endpoints: 60,
+        messages: 960,
         room: true,
       });
-      const [row] = await db.rows<{ endpoints: number | bigint; most: number | bigint }>(
-        `SELECT count(*) AS endpoints, max(n) AS most FROM
+      const [row] = await db.rows<{
+        endpoints: number | bigint;
+        least: number | bigint;
+        most: number | bigint;
+      }>(
+        `SELECT count(*) AS endpoints, min(n) AS least, max(n) AS most FROM
            (SELECT endpoint_id, count(*) AS n FROM webhook_messages GROUP BY endpoint_id) e`,
       );
-      assert.deepEqual([Number(row!.endpoints), Number(row!.most)], [21, 10]);
-      assert.equal(await fanOutAll(store), 21 * 50, 'the rest, in the next fan-outs');
+      assert.deepEqual([row!.endpoints, row!.least, row!.most].map(Number), [60, 16, 16]);
+      assert.equal(await fanOutAll(store), 60 * 4, 'the rest, in the next fan-out');
     });
 
     it('an endpoint gets the writes after its creation, of its types, while enabled: re-enabled, what it missed', async (t) => {

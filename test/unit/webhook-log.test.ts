@@ -82,7 +82,8 @@ it('takes at most `most` messages, stopping before the next event it would take'
 });
 
 it('an endpoint behind gets an equal part of a fan-out, at least one message', () => {
-  assert.equal(messagesPerEndpoint(1000, 21), 48);
+  assert.equal(messagesPerEndpoint(1000, 21), 47);
+  assert.equal(messagesPerEndpoint(1000, 60), 16, 'at 17, 59 of them would fill it');
   assert.equal(messagesPerEndpoint(1000, 1), 1000);
   assert.equal(messagesPerEndpoint(10, 100), 1);
   assert.equal(messagesPerEndpoint(1000, 0), 1000);

@@ -70,8 +70,12 @@ interface ReadRow extends Omit<EventRow, 'seq'> {
 
 /** The log on PostgreSQL, with the watermark the webhooks' fan-out reads up to. */
 export interface PostgresEventLog extends EventLog {
-  /** The watermark after a look started now (see `settle`): every seq up to it is final. */
-  readable(): Promise<bigint>;
+  /**
+   * The watermark after a look started now (see `settle`): every seq up to it is final; and
+   * how long of the call was spent waiting for writes still committing, between the looks'
+   * statements (what the caller did not make the database do).
+   */
+  readable(): Promise<{ position: bigint; waitedMs: number }>;
 }
 
 /**
@@ -120,8 +124,14 @@ export function postgresEventLog(
     },
     settle: () => watermark.advance(),
     async readable() {
+      const asked = performance.now();
+      const spent = watermark.statementMs;
       await watermark.advance();
-      return watermark.value;
+      const looking = watermark.statementMs - spent;
+      return {
+        position: watermark.value,
+        waitedMs: Math.max(0, performance.now() - asked - looking),
+      };
     },
     onAppended(listener) {
       listen();
@@ -140,6 +150,8 @@ export function postgresEventLog(
  */
 class Watermark {
   value = 0n;
+  /** The time the looks' statements took, in all (ms). */
+  statementMs = 0;
   private running: Promise<void> | undefined;
   private next: Promise<void> | undefined;
 
@@ -163,18 +175,27 @@ class Watermark {
   }
 
   private async look(): Promise<void> {
-    const { rows } = await this.query<{ last: bigint; writers: string[] }>('events.look', LOOK, []);
+    const { rows } = await this.timed(() =>
+      this.query<{ last: bigint; writers: string[] }>('events.look', LOOK, []),
+    );
     const { last, writers } = rows[0]!;
     for (let i = 0; writers.length > 0; i++) {
-      const { rows: still } = await this.query<{ n: bigint }>(
-        'events.stillWriting',
-        STILL_WRITING,
-        [writers],
+      const { rows: still } = await this.timed(() =>
+        this.query<{ n: bigint }>('events.stillWriting', STILL_WRITING, [writers]),
       );
       if (still[0]!.n === 0n) break;
       await sleep(LOCK_POLL_MS[Math.min(i, LOCK_POLL_MS.length - 1)]!);
     }
     if (last > this.value) this.value = last;
+  }
+
+  private async timed<T>(statement: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    try {
+      return await statement();
+    } finally {
+      this.statementMs += performance.now() - started;
+    }
   }
 }
 

@@ -16,6 +16,7 @@ import {
   WITH_ROOM,
 } from '../webhook-log.js';
 import type { MessageSignal } from '../webhook-rows.js';
+import type { PostgresEventLog } from './plant-events.js';
 import type { Query } from './query.js';
 import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
 
@@ -100,7 +101,7 @@ interface BehindRow extends Partial<EventRow> {
 /**
  * The fan-out on PostgreSQL; `wakes` is fired by this process's plant writes, message ends and
  * endpoint changes, `messages` (the queue's signal) by a fan-out that wrote messages.
- * `readable` answers the watermark (PostgresEventLog); `othersBusy` whether other work uses
+ * `readable` answers the watermark and how long it waited for it (PostgresEventLog); `othersBusy` whether other work uses
  * the pool: the plant writes go on beside a fan-out on the pool's other connections, so a
  * fan-out's time costs them only while there are any. At a tenth of the time, counted
  * always, a healthy endpoint's messages of a burst waited 1 to 3 s behind 20 hung ones
@@ -110,7 +111,7 @@ interface BehindRow extends Partial<EventRow> {
  */
 export function postgresWebhookEvents(
   query: Query,
-  readable: () => Promise<bigint>,
+  readable: PostgresEventLog['readable'],
   wakes: MessageSignal<FanOutWake>,
   messages: MessageSignal,
   othersBusy: () => boolean,
@@ -118,9 +119,7 @@ export function postgresWebhookEvents(
   let lookedForStalled = -Infinity;
   return {
     async fanOut(maxMessages): Promise<FanOutStep> {
-      const asked = performance.now();
-      const head = await readable();
-      const waitedMs = performance.now() - asked;
+      const { position: head, waitedMs } = await readable();
       const limit = endpointsPerFanOut(maxMessages);
       const { rows } = await query<BehindRow>('webhooks.behind', BEHIND, [head.toString(), limit]);
       const behind = new Set(rows.flatMap((row) => (row.id === null ? [] : [row.id]))).size;
