@@ -24,10 +24,11 @@ export interface FanOutOptions {
 }
 
 /**
- * How far back the share is kept: a fan-out may take `share` of this in one burst. One
- * second, 100 ms, was less than one batch took on a machine busy with twice its cores' work
- * (250 to 350 ms of statements): each such batch paused the fan-out 2 to 3 s, and the
- * messages of the writes made meanwhile waited for it (test/process/webhooks-fairness.test.ts).
+ * How far back the share is kept: a fan-out may take `share` of this in one burst. Kept over
+ * one second, the burst (100 ms) was shorter than one batch on a machine busy with several
+ * times its cores' work (250 to 350 ms of statements): each such batch paused the fan-out 2
+ * to 3 s, and the messages of the writes made meanwhile waited for it
+ * (test/process/webhooks-fairness.test.ts).
  */
 const SHARE_WINDOW_MS = 3000;
 
@@ -45,11 +46,11 @@ const SHARE_WINDOW_MS = 3000;
  * With a backlog (many endpoints, a burst of writes), it takes at most `share` of the time,
  * wake-ups or not, so that the work of the messages never starves the writes that record
  * events: its batches spend a budget that refills at `share` ms a ms, up to `share` of
- * three seconds, and once it is spent the next batch waits for it. What a batch spent waiting for
- * others (FanOutStep.waitedMs) is not counted. Single writes, far apart, never wait. Where
- * the store tells whether other work uses the database (WebhookEvents.othersBusy), a batch
- * during which none did spends nothing: the fan-out may take the time nobody wants.
- * It never rejects: a failure (the database down) is logged, the events stay where they are,
+ * three seconds, and once it is spent the next batch waits for it. What a batch spent
+ * waiting for others (FanOutStep.waitedMs) is not counted. Single writes, far apart, never
+ * wait. Where the store tells whether other work uses the database
+ * (WebhookEvents.othersBusy), a batch during which none did spends nothing: the fan-out may
+ * take the time nobody wants. It never rejects: a failure (the database down) is logged, the events stay where they are,
  * and it tries again at the next wake-up or poll.
  */
 export class WebhookFanOut {

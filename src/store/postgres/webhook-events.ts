@@ -101,13 +101,14 @@ interface BehindRow extends Partial<EventRow> {
 /**
  * The fan-out on PostgreSQL; `wakes` is fired by this process's plant writes, message ends and
  * endpoint changes, `messages` (the queue's signal) by a fan-out that wrote messages.
- * `readable` answers the watermark and how long it waited for it (PostgresEventLog); `othersBusy` whether other work uses
- * the pool: the plant writes go on beside a fan-out on the pool's other connections, so a
- * fan-out's time costs them only while there are any. At a tenth of the time, counted
- * always, a healthy endpoint's messages of a burst waited 1 to 3 s behind 20 hung ones
- * (test/process/webhooks-fairness.test.ts); at three tenths, a burst of creates beside 1,000
- * healthy endpoints fell to 0.2 to 0.5x the creates a second (bench/HISTORY.md, by a method
- * since found to flatter the server with endpoints: see its endpoint-burst entry).
+ * `readable` answers the watermark and how long it waited for it (PostgresEventLog);
+ * `othersBusy` whether other work uses the pool: the plant writes go on beside a fan-out on
+ * the pool's other connections, so a fan-out's time costs them only while there are any. At
+ * a tenth of the time, counted always, a healthy endpoint's messages of a burst waited 1 to
+ * 3 s behind 20 hung ones (test/process/webhooks-fairness.test.ts); at three tenths, a burst
+ * of creates beside 1,000 healthy endpoints fell to 0.2 to 0.5x the creates a second
+ * (bench/HISTORY.md, by a method since found to flatter the server with endpoints: see its
+ * endpoint-burst entry).
  */
 export function postgresWebhookEvents(
   query: Query,
