@@ -72,7 +72,7 @@ function methodText(meta: RunMeta, facts: Facts): string {
   wait 300 s for an attempt instead of 15 s, so that each endpoint holds one open attempt all
   run long rather than beginning another every 15 s while other servers are measured.
 - Yardsticks (bench/yardsticks/): \`fastify\` a minimal Fastify 5 app, \`bare\` node:http, both on
-  better-sqlite3 with WAL and synchronous=NORMAL; \`bare postgres\` node:http + pg (pool of 10, named
+  better-sqlite3 with WAL, synchronous=NORMAL and the file memory-mapped (as plantstore); \`bare postgres\` node:http + pg (pool of 10, named
   prepared statements, one statement per request). All check the token in memory.
 - Server CPU is user + system time of the server process and its children, from ${CPU_SOURCE}, read
   before and after each turn, divided by the answered requests. wrk's CPU is its own (\`os.clock()\`).

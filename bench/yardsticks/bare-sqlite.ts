@@ -1,7 +1,7 @@
 /**
  * The bare SQLite yardstick: node:http + better-sqlite3 doing plantstore's per-request work
  * and nothing more (bearer token checked in memory, strict int64 id, prepared statements,
- * same statuses and bodies), with SQLite's common setting: WAL, synchronous=NORMAL, one
+ * same statuses and bodies), with the settings of sqlite.ts: WAL, synchronous=NORMAL, one
  * autocommit transaction per request.
  *
  *   node --import tsx bench/yardsticks/bare-sqlite.ts --db FILE [--port N]

@@ -1,5 +1,13 @@
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
@@ -49,6 +57,24 @@ describe('sqlite migrations', { skip: SQLITE.skip }, () => {
     assert.equal(rows[0]?.name, 'init');
     for (const row of rows) assert.ok(row.applied_at >= before && row.applied_at <= Date.now());
   });
+
+  it(
+    'reads the database file through a memory map, not read(2)',
+    { skip: process.platform !== 'linux' && '/proc/self/maps is Linux only' },
+    async (t) => {
+      const file = join(makeTempDir(t), 'mapped.db');
+      const store = openSqliteStore({ file });
+      t.after(() => store.close());
+      await store.plants.insert({ id: 1n, name: 'mapped' });
+      assert.equal((await store.plants.get(1n))?.name, 'mapped');
+      // SQLite maps the file at its first read once mmap_size allows it (open.ts).
+      const maps = readFileSync('/proc/self/maps', 'utf8').split('\n');
+      assert.ok(
+        maps.some((line) => line.endsWith(` ${realpathSync(file)}`)),
+        'the database file is not mapped into the process',
+      );
+    },
+  );
 
   it('creates the database directory when it is missing', async (t) => {
     const file = join(makeTempDir(t), 'a', 'b', 'nested.db');
