@@ -1,7 +1,7 @@
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, type TestContext } from 'node:test';
+import { describe } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import type { Dialect } from '../../src/store/migrations.js';
@@ -9,6 +9,7 @@ import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Durability, Store } from '../../src/store/store.js';
 import { leftOut } from './backend-filter.js';
+import type { Cleanups } from './cleanups.js';
 import { dropSchema, giveBack, migratedInPlace, newSchema } from './migrated-schemas.js';
 import { POSTGRES_SKIP, POSTGRES_URL, withSchema } from './postgres.js';
 import { makeTempDir } from './temp-dir.js';
@@ -55,7 +56,7 @@ export interface Backend {
   /** Why the backend's tests are skipped here, or false. */
   skip: string | false;
   /** A database of its own for the test (a file, a schema), removed after it. */
-  fresh(t: TestContext): Promise<TestDatabase>;
+  fresh(t: Cleanups): Promise<TestDatabase>;
 }
 
 let template: Promise<string> | undefined;
@@ -78,7 +79,7 @@ function migratedTemplate(): Promise<string> {
 }
 
 /** The SQLite database in `file`. */
-export function sqliteDatabase(t: TestContext, file: string): TestDatabase {
+export function sqliteDatabase(t: Cleanups, file: string): TestDatabase {
   const query = async <R>(sql: string, params: unknown[] = []): Promise<R[]> => {
     const db = new Database(file);
     try {
@@ -112,7 +113,7 @@ export function sqliteDatabase(t: TestContext, file: string): TestDatabase {
  * (POSTGRES puts a migrated schema in place of an empty one there).
  */
 export function postgresDatabase(
-  t: TestContext,
+  t: Cleanups,
   url: string,
   beforeOpen?: () => Promise<void>,
 ): TestDatabase {

@@ -1,10 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TestContext } from 'node:test';
+import type { Cleanups } from './cleanups.js';
 
 /** A new temporary directory, removed with everything in it when the test ends. */
-export function makeTempDir(t: TestContext): string {
+export function makeTempDir(t: Cleanups): string {
   const dir = mkdtempSync(join(tmpdir(), 'plantstore-test-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   return dir;

@@ -2,7 +2,7 @@
 // database, and direct access for what no store does (moving the counter, a database left at
 // an older schema).
 
-import type { TestContext } from 'node:test';
+import type { Cleanups } from '../helpers/cleanups.js';
 import Database from 'better-sqlite3';
 import { silentLog } from '../../src/core/log.js';
 import { loadMigrations, type Dialect } from '../../src/store/migrations.js';
@@ -40,7 +40,7 @@ const migrationsUpTo = (dialect: Dialect, version: number) =>
  * until then.
  */
 export async function idDatabase(
-  t: TestContext,
+  t: Cleanups,
   backend: Backend,
   version?: number,
 ): Promise<IdDatabase> {
