@@ -196,7 +196,7 @@ forEachBackend((backend) => {
       assert.equal(await assign(store.plants), first + 3n);
     });
 
-    it('give the first id above the last one that no plant had, pruned or not (property)', async (t) => {
+    it('give the first id above the last one that no plant had, pruned or not (property)', async () => {
       // Clients create and delete ids around and just ahead of the last id assigned, and the
       // taken ids are pruned between writes: each server create gets exactly the first id
       // above the last one assigned that no plant ever had.
