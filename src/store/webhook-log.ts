@@ -45,7 +45,8 @@ export const STALLED_SCAN = 16;
 /**
  * How many endpoints one fan-out takes at most: a tenth of its messages, so that a write
  * that each of many endpoints takes (one message each) is fanned out in few transactions,
- * while the messages written stay about `maxMessages` (planning stops there).
+ * while the messages written stay about `maxMessages` (planShares, and stalled endpoints
+ * only while fewer were planned).
  */
 export const endpointsPerFanOut = (maxMessages: number): number =>
   Math.max(1, Math.floor(maxMessages / 10));
@@ -115,15 +116,58 @@ export function webhookIdAt(at: Date): string {
 }
 
 /**
- * How many messages one fan-out gives each of `endpoints` at most: an equal part of
- * `maxMessages`, rounded down (up, the parts of the first could fill it: 60 endpoints at 17,
- * the 60th left out). Given whole, in the order read (furthest behind first), 20
- * endpoints took a fan-out's 1,000 messages and the one read last, a healthy endpoint beside
- * 20 hung ones (test/process/webhooks-fairness.test.ts), waited for the next fan-out, which
- * may wait for its share of the time; in parts, every endpoint read moves at each.
+ * How many messages one fan-out gives each endpoint read behind, given how many each would
+ * take (`wants`: events of its types read, up to its room): `maxMessages` in all at most,
+ * shared max-min fair. Each gets an equal part, and what one takes less of goes to the others
+ * in equal parts (filled from the smallest want up, those that want alike in the order
+ * read; capped parts differ by one at most). Given whole in the order read (furthest behind first), 20
+ * endpoints took a fan-out's 1,000 messages and a healthy endpoint read after them, beside 20
+ * hung ones (test/process/webhooks-fairness.test.ts), waited for the next fan-out; in fixed
+ * equal parts, 99 endpoints whose types skipped what was read kept a busy one to 10 messages
+ * a fan-out, not its 64. With more endpoints than messages, those wanting most (then read last) get none this time.
  */
-export const messagesPerEndpoint = (maxMessages: number, endpoints: number): number =>
-  Math.max(1, Math.floor(maxMessages / Math.max(1, endpoints)));
+export function fairParts(wants: readonly number[], maxMessages: number): number[] {
+  const parts = wants.map(() => 0);
+  // Stable: endpoints that want alike keep the order read.
+  const order = wants.map((_, i) => i).sort((a, b) => wants[a]! - wants[b]!);
+  let left = maxMessages;
+  for (const [k, i] of order.entries()) {
+    const part = Math.min(wants[i]!, Math.ceil(left / (order.length - k)));
+    parts[i] = part;
+    left -= part;
+  }
+  return parts;
+}
+
+/** How many messages `planMove` would give the endpoint of `events` with no part set. */
+export function messagesWanted(endpoint: LogEndpoint, events: readonly ChangeEvent[]): number {
+  const wanted = new Set<string>(eventsFromText(endpoint.events));
+  const count = events.reduce((n, event) => (wanted.has(event.type) ? n + 1 : n), 0);
+  return Math.max(0, Math.min(MESSAGES_PER_ENDPOINT - endpoint.pending, count));
+}
+
+/** An endpoint read behind, with the events read for it (`asked` at most, oldest first). */
+export interface ReadBehind {
+  endpoint: LogEndpoint;
+  events: readonly ChangeEvent[];
+  asked: number;
+}
+
+/** The moves of the endpoints read behind, each its fair part of `maxMessages` (fairParts). */
+export function planShares(
+  behind: readonly ReadBehind[],
+  head: bigint,
+  maxMessages: number,
+): LogMove[] {
+  const parts = fairParts(
+    behind.map(({ endpoint, events }) => messagesWanted(endpoint, events)),
+    maxMessages,
+  );
+  return behind.flatMap(({ endpoint, events, asked }, i) => {
+    const move = planMove(endpoint, events, head, asked, parts[i]);
+    return move === undefined ? [] : [move];
+  });
+}
 
 /**
  * What the endpoint gets of `events` (those above its position, oldest first, as read: at

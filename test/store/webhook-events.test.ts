@@ -130,11 +130,11 @@ forEachBackend((backend) => {
       await Promise.all(
         Array.from({ length: 20 }, (_, j) => store.plants.insert({ name: `p${j}` })),
       );
-      // 1,000 messages, 60 endpoints behind: 16 each. Given whole, in the order read, 50 would
-      // have had 20 and 10 none; at 17 each (rounded up), the 60th none.
+      // 1,000 messages, 60 endpoints behind: 16 or 17 each. Given whole, in the order read, 50
+      // would have had 20 and 10 none; at 17 each, the 60th none; at 16 each, 40 unused.
       assert.deepEqual(did(await store.webhookEvents.fanOut(1000)), {
         endpoints: 60,
-        messages: 960,
+        messages: 1000,
         room: true,
       });
       const [row] = await db.rows<{
@@ -145,8 +145,47 @@ forEachBackend((backend) => {
         `SELECT count(*) AS endpoints, min(n) AS least, max(n) AS most FROM
            (SELECT endpoint_id, count(*) AS n FROM webhook_messages GROUP BY endpoint_id) e`,
       );
-      assert.deepEqual([row!.endpoints, row!.least, row!.most].map(Number), [60, 16, 16]);
-      assert.equal(await fanOutAll(store), 60 * 4, 'the rest, in the next fan-out');
+      assert.deepEqual([row!.endpoints, row!.least, row!.most].map(Number), [60, 16, 17]);
+      assert.equal(await fanOutAll(store), 60 * 20 - 1000, 'the rest, in the next fan-out');
+    });
+
+    it('what endpoints behind take less of goes to the others: a busy one beside 99 idle', async (t) => {
+      const db = await eventsDatabase(t, backend);
+      const { store } = db;
+      // 99 endpoints subscribed to deletes only, as far behind as the busy one, whose 64
+      // messages of room a fixed equal part (1,000 among 100) cut to 10.
+      for (let done = 0; done < 99; done += 33) {
+        await Promise.all(Array.from({ length: 33 }, () => subscribe(store, ['plant.deleted'])));
+      }
+      const busy = await subscribe(store);
+      for (let done = 0; done < 100; done += 25) {
+        await Promise.all(
+          Array.from({ length: 25 }, (_, j) => store.plants.insert({ name: `p${done + j}` })),
+        );
+      }
+      assert.deepEqual(did(await store.webhookEvents.fanOut(1000)), {
+        endpoints: 100,
+        messages: MESSAGES_PER_ENDPOINT,
+        room: true,
+      });
+      assert.equal(await count(db, `endpoint_id = ${busy.id}`), MESSAGES_PER_ENDPOINT);
+    });
+
+    it('endpoints behind that take nothing move on, also after others filled the fan-out', async (t) => {
+      const { store } = await eventsDatabase(t, backend);
+      await Promise.all(Array.from({ length: 20 }, () => subscribe(store)));
+      const creates = (n: number) =>
+        Promise.all(Array.from({ length: n }, (_, j) => store.plants.insert({ name: `p${j}` })));
+      await creates(35);
+      await creates(35);
+      // Less far behind, so read after the 20, whose 64 each are more than the 1,000.
+      await Promise.all(Array.from({ length: 40 }, () => subscribe(store, ['plant.deleted'])));
+      await creates(10);
+      assert.deepEqual(did(await store.webhookEvents.fanOut(1000)), {
+        endpoints: 60,
+        messages: 1000,
+        room: true,
+      });
     });
 
     it('an endpoint gets the writes after its creation, of its types, while enabled: re-enabled, what it missed', async (t) => {

@@ -2,12 +2,12 @@ import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
 import type { FanOutStep, FanOutWake, WebhookEvents } from '../store.js';
 import {
   type LogEndpoint,
-  type LogMove,
   MESSAGES_PER_ENDPOINT,
   endpointsPerFanOut,
   MAX_PROBES,
-  messagesPerEndpoint,
   planMove,
+  planShares,
+  type ReadBehind,
   SCAN_PER_ENDPOINT,
   STALLED_AFTER_MS,
   STALLED_LOOK_MS,
@@ -23,7 +23,7 @@ import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
 // The fan-out of the log's events into messages (see WebhookEvents), in two statements. The
 // first reads the endpoints furthest behind that have room, each with the events above its
 // position and up to the watermark (every seq up to it is final: no event still committing is
-// passed, see 0011_changes_feed.sql); planMove (webhook-log.ts) makes their messages. The
+// passed, see 0011_changes_feed.sql); planShares (webhook-log.ts) makes their messages. The
 // second moves each position only if it is still where the read found it and the endpoint
 // still enabled, and writes the messages of the endpoints it moved, in one statement: two
 // processes that read the same endpoint at once write its messages once (the second's
@@ -123,9 +123,7 @@ export function postgresWebhookEvents(
       const { position: head, waitedMs } = await readable();
       const limit = endpointsPerFanOut(maxMessages);
       const { rows } = await query<BehindRow>('webhooks.behind', BEHIND, [head.toString(), limit]);
-      const behind = new Set(rows.flatMap((row) => (row.id === null ? [] : [row.id]))).size;
-      const most = messagesPerEndpoint(maxMessages, behind);
-      const moves = planMoves(rows, head, SCAN_PER_ENDPOINT, most);
+      const moves = planShares(readBehind(rows, SCAN_PER_ENDPOINT), head, maxMessages);
       const room = rows[0]?.room === true;
       const now = Date.now();
       if (now - lookedForStalled >= STALLED_LOOK_MS) {
@@ -136,15 +134,18 @@ export function postgresWebhookEvents(
           new Date(now + STALLED_AFTER_MS),
         ]);
         // Read apart from BEHIND: an endpoint in both (its messages ended in between) once.
+        // Those behind have their parts of `maxMessages`; stalled ones take what is left, or
+        // wait (a message each, so the messages written stay about `maxMessages`).
         const planned = new Set(moves.map((move) => move.id));
-        moves.push(
-          ...planMoves(stalled, head, STALLED_SCAN).filter((move) => !planned.has(move.id)),
-        );
+        let count = moves.reduce((n, move) => n + move.messages.length, 0);
+        for (const { endpoint, events, asked } of readBehind(stalled, STALLED_SCAN)) {
+          if (count >= maxMessages) break;
+          const move = planMove(endpoint, events, head, asked);
+          if (move === undefined || planned.has(move.id)) continue;
+          moves.push(move);
+          count += move.messages.length;
+        }
       }
-      // About `maxMessages`: each endpoint behind a part; stalled ones after it may wait.
-      let count = 0;
-      const cut = moves.findIndex((move) => (count += move.messages.length) >= maxMessages);
-      if (cut !== -1) moves.length = cut + 1;
       if (moves.length === 0) return { endpoints: 0, messages: 0, room, waitedMs };
       const written = moves.flatMap((move) => move.messages);
       const { rows: done } = await query<{ messages: bigint }>('webhooks.fanOut', WRITE, [
@@ -168,16 +169,8 @@ export function postgresWebhookEvents(
   };
 }
 
-/**
- * The rows of BEHIND or STALLED (`asked` events each), an endpoint's together, as moves of at
- * most `most` messages each.
- */
-function planMoves(
-  rows: readonly BehindRow[],
-  head: bigint,
-  asked: number,
-  most = Infinity,
-): LogMove[] {
+/** The rows of BEHIND or STALLED (`asked` events each), an endpoint's together. */
+function readBehind(rows: readonly BehindRow[], asked: number): ReadBehind[] {
   const endpoints = new Map<bigint, { endpoint: LogEndpoint; events: EventRow[] }>();
   for (const row of rows) {
     if (row.id === null) continue;
@@ -194,16 +187,9 @@ function planMoves(
     }
     if (row.seq !== undefined && row.seq !== null) found.events.push(row as EventRow);
   }
-  return [...endpoints.values()].flatMap(({ endpoint, events }) => {
+  return [...endpoints.values()].map(({ endpoint, events }) => {
     // In order as read; sorted all the same, as a join's output order is not promised.
     events.sort((a, b) => (a.seq < b.seq ? -1 : 1));
-    const move = planMove(
-      endpoint,
-      events.map((row) => toChangeEvent(row, postgresTime)),
-      head,
-      asked,
-      most,
-    );
-    return move === undefined ? [] : [move];
+    return { endpoint, events: events.map((row) => toChangeEvent(row, postgresTime)), asked };
   });
 }

@@ -1,13 +1,16 @@
 import type Database from 'better-sqlite3';
+import type { ChangeEvent } from '../../core/change-events.js';
 import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
 import type { FanOutStep, FanOutWake, WebhookEvents } from '../store.js';
 import {
   type LogEndpoint,
   MESSAGES_PER_ENDPOINT,
   endpointsPerFanOut,
+  type LogMove,
   MAX_PROBES,
-  messagesPerEndpoint,
   planMove,
+  planShares,
+  type ReadBehind,
   SCAN_PER_ENDPOINT,
   STALLED_AFTER_MS,
   STALLED_LOOK_MS,
@@ -100,27 +103,15 @@ export function sqliteWebhookEvents(
 }
 
 /**
- * The endpoints furthest behind, each a part of about `maxMessages`; with `now`, then the
- * stalled ones too (a message each).
+ * The endpoints furthest behind, each its fair part of `maxMessages` (planShares); with
+ * `now`, then the stalled ones too (a message each) while fewer were written.
  */
 function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
   const head = s.head.get() as bigint;
   const limit = endpointsPerFanOut(maxMessages);
-  const behindRows = s.behind.all({ head, limit }) as EndpointRow[];
-  const most = messagesPerEndpoint(maxMessages, behindRows.length);
-  const behind = behindRows.map((row) => ({ row, asked: SCAN_PER_ENDPOINT, most }));
-  const stalled =
-    now === undefined
-      ? []
-      : (
-          s.stalled.all({ head, limit: maxMessages, soon: now + STALLED_AFTER_MS }) as EndpointRow[]
-        ).map((row) => ({ row, asked: STALLED_SCAN, most: Infinity }));
   // Endpoints at one position (most often all of them, at the head) read the log once.
-  const read = new Map<string, ReturnType<typeof toChangeEvent>[]>();
-  let endpoints = 0;
-  let written = 0;
-  for (const { row, asked, most } of [...behind, ...stalled]) {
-    if (written >= maxMessages) break;
+  const read = new Map<string, ChangeEvent[]>();
+  const readBehind = (row: EndpointRow, asked: number): ReadBehind => {
     const endpoint: LogEndpoint = {
       id: row.id,
       position: row.log_position,
@@ -134,14 +125,33 @@ function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
       events = rows.map((entry) => toChangeEvent(entry, sqliteTime));
       read.set(key, events);
     }
-    const move = planMove(endpoint, events, head, asked, most);
-    if (move === undefined) continue;
-    for (const message of move.messages) {
-      s.write.run({ ...message, at: message.at.getTime() });
-    }
+    return { endpoint, events, asked };
+  };
+  const behindRows = s.behind.all({ head, limit }) as EndpointRow[];
+  const behind = behindRows.map((row) => readBehind(row, SCAN_PER_ENDPOINT));
+  let endpoints = 0;
+  let written = 0;
+  const apply = (move: LogMove) => {
+    for (const message of move.messages) s.write.run({ ...message, at: message.at.getTime() });
     s.move.run({ id: move.id, to: move.to, n: move.messages.length });
     endpoints += 1;
     written += move.messages.length;
+  };
+  // Read before the behind ones' messages are written: one this fan-out fills is not stalled.
+  const stalled =
+    now === undefined
+      ? []
+      : (s.stalled.all({
+          head,
+          limit: maxMessages,
+          soon: now + STALLED_AFTER_MS,
+        }) as EndpointRow[]);
+  for (const move of planShares(behind, head, maxMessages)) apply(move);
+  for (const row of stalled) {
+    if (written >= maxMessages) break;
+    const { endpoint, events, asked } = readBehind(row, STALLED_SCAN);
+    const move = planMove(endpoint, events, head, asked);
+    if (move !== undefined) apply(move);
   }
   return { endpoints, messages: written, room: behind.length > 0 || s.room.get() === 1n };
 }
