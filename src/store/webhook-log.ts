@@ -119,12 +119,13 @@ export function webhookIdAt(at: Date): string {
  * How many messages one fan-out gives each endpoint read behind, given how many each would
  * take (`wants`: events of its types read, up to its room): `maxMessages` in all at most,
  * shared max-min fair. Each gets an equal part, and what one takes less of goes to the others
- * in equal parts (filled from the smallest want up, those that want alike in the order
- * read; capped parts differ by one at most). Given whole in the order read (furthest behind first), 20
- * endpoints took a fan-out's 1,000 messages and a healthy endpoint read after them, beside 20
- * hung ones (test/process/webhooks-fairness.test.ts), waited for the next fan-out; in fixed
- * equal parts, 99 endpoints whose types skipped what was read kept a busy one to 10 messages
- * a fan-out, not its 64. With more endpoints than messages, those wanting most (then read last) get none this time.
+ * in equal parts (filled from the smallest want up, those that want alike in the order read;
+ * capped parts differ by one at most). Given whole in the order read (furthest behind
+ * first), 20 endpoints took a fan-out's 1,000 messages and a healthy endpoint read after
+ * them, beside 20 hung ones (test/process/webhooks-fairness.test.ts), waited for the next
+ * fan-out; in fixed equal parts, 99 endpoints whose types skipped what was read kept a busy
+ * one to 10 messages a fan-out, not its 64. With more endpoints than messages, those that
+ * want most (then those read last) get none this time.
  */
 export function fairParts(wants: readonly number[], maxMessages: number): number[] {
   const parts = wants.map(() => 0);

@@ -1,4 +1,4 @@
-/** What the helpers that make databases and directories need of a test: where to put their clean-up. */
+/** What the helpers that make databases and directories need of a test: its clean-ups. */
 export interface Cleanups {
   after(fn: () => unknown): void;
 }
