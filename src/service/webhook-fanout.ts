@@ -50,8 +50,8 @@ const SHARE_WINDOW_MS = 3000;
  * waiting for others (FanOutStep.waitedMs) is not counted. Single writes, far apart, never
  * wait. Where the store tells whether other work uses the database
  * (WebhookEvents.othersBusy), a batch during which none did spends nothing: the fan-out may
- * take the time nobody wants. It never rejects: a failure (the database down) is logged, the events stay where they are,
- * and it tries again at the next wake-up or poll.
+ * take the time nobody wants. It never rejects: a failure (the database down) is logged,
+ * the events stay where they are, and it tries again at the next wake-up or poll.
  */
 export class WebhookFanOut {
   private readonly options: Required<FanOutOptions>;

@@ -45,8 +45,7 @@ export const STALLED_SCAN = 16;
 /**
  * How many endpoints one fan-out takes at most: a tenth of its messages, so that a write
  * that each of many endpoints takes (one message each) is fanned out in few transactions,
- * while the messages written stay about `maxMessages` (planShares, and stalled endpoints
- * only while fewer were planned).
+ * while the messages written stay about `maxMessages` (planFanOut).
  */
 export const endpointsPerFanOut = (maxMessages: number): number =>
   Math.max(1, Math.floor(maxMessages / 10));
@@ -154,9 +153,15 @@ export interface ReadBehind {
   asked: number;
 }
 
-/** The moves of the endpoints read behind, each its fair part of `maxMessages` (fairParts). */
-export function planShares(
+/**
+ * One fan-out's moves: each endpoint read behind its fair part of `maxMessages` (fairParts),
+ * then stalled endpoints (a probe each) while fewer were planned, so that the messages
+ * written stay about `maxMessages`. `stalled` is read lazily (SQLite reads each one's events
+ * only if it is reached); one also behind (its messages ended between the two reads) once.
+ */
+export function planFanOut(
   behind: readonly ReadBehind[],
+  stalled: Iterable<ReadBehind>,
   head: bigint,
   maxMessages: number,
 ): LogMove[] {
@@ -164,10 +169,21 @@ export function planShares(
     behind.map(({ endpoint, events }) => messagesWanted(endpoint, events)),
     maxMessages,
   );
-  return behind.flatMap(({ endpoint, events, asked }, i) => {
+  const moves = behind.flatMap(({ endpoint, events, asked }, i) => {
     const move = planMove(endpoint, events, head, asked, parts[i]);
     return move === undefined ? [] : [move];
   });
+  const planned = new Set(moves.map((move) => move.id));
+  let count = moves.reduce((n, move) => n + move.messages.length, 0);
+  for (const { endpoint, events, asked } of stalled) {
+    if (count >= maxMessages) break;
+    if (planned.has(endpoint.id)) continue;
+    const move = planMove(endpoint, events, head, asked);
+    if (move === undefined) continue;
+    moves.push(move);
+    count += move.messages.length;
+  }
+  return moves;
 }
 
 /**

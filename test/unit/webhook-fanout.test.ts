@@ -89,6 +89,30 @@ function passedPauses(t: TestContext, clock: { ms: number }): number[] {
   return pauses;
 }
 
+/**
+ * The pauses the fan-out takes through `steps`, each batch taking `msPerStep` of a test
+ * clock; `othersBusy` is told how many batches have begun.
+ */
+async function pausesThrough(
+  t: TestContext,
+  steps: FanOutStep[],
+  msPerStep: number,
+  othersBusy?: (calls: number) => boolean,
+): Promise<number[]> {
+  const clock = { ms: 0 };
+  const batches = steps.length;
+  const events: MemoryEvents = new MemoryEvents(
+    [...steps],
+    clock,
+    msPerStep,
+    othersBusy && (() => othersBusy(events.calls.length)),
+  );
+  const pauses = passedPauses(t, clock);
+  start(t, events, clock);
+  await events.called(batches);
+  return pauses;
+}
+
 it('looks once at the start, then fans out at each event recorded, at most 1,000 messages a time', async (t) => {
   const clock = { ms: 0 };
   const events = new MemoryEvents([NONE, NONE], clock);
@@ -119,14 +143,9 @@ it('while no endpoint has room, writes do not wake it; a message that ends does'
 });
 
 it('goes on through a backlog, pausing so that it takes a tenth of the time at most', async (t) => {
-  const clock = { ms: 0 };
   // Each batch takes 100 ms of the test's clock; a pause moves the clock on as long.
-  const events = new MemoryEvents([ONE, ONE, ONE, ONE, ONE, ONE, NONE], clock, 100);
-  const pauses = passedPauses(t, clock);
-  start(t, events, clock);
-  await events.called(7);
   assert.deepEqual(
-    pauses,
+    await pausesThrough(t, [ONE, ONE, ONE, ONE, ONE, ONE, NONE], 100),
     [700, 900, 900, 3_600_000],
     'the first three batches spend the 300 ms a burst may take (and the 30 refilled meanwhile); ' +
       'each after them waits 9 times its time; then, nothing left, it waits for a wake-up or ' +
@@ -135,16 +154,11 @@ it('goes on through a backlog, pausing so that it takes a tenth of the time at m
 });
 
 it('counts only the batches during which other work used the database, where the store tells', async (t) => {
-  const clock = { ms: 0 };
   // Batches of 150 ms, half a burst's 300. Other work from the end of the third on (the
   // store is asked as each batch begins and ends).
   const steps = [ONE, ONE, ONE, ONE, ONE, ONE, ONE, NONE];
-  const events: MemoryEvents = new MemoryEvents(steps, clock, 150, () => events.calls.length >= 3);
-  const pauses = passedPauses(t, clock);
-  start(t, events, clock);
-  await events.called(8);
   assert.deepEqual(
-    pauses,
+    await pausesThrough(t, steps, 150, (calls) => calls >= 3),
     [1200, 1350, 1350, 3_600_000],
     'the first two batches, nothing else using the database, spend nothing; the third and ' +
       'fourth spend the full burst of 300 ms and the 30 refilled, the fifth overspends it by ' +
@@ -154,15 +168,10 @@ it('counts only the batches during which other work used the database, where the
 });
 
 it('does not count the time a batch waited for others', async (t) => {
-  const clock = { ms: 0 };
   // Batches of 300 ms, 100 of them waiting (for writes still committing, or the writer).
   const waited = { ...ONE, waitedMs: 100 };
-  const events = new MemoryEvents([waited, waited, waited, NONE], clock, 300);
-  const pauses = passedPauses(t, clock);
-  start(t, events, clock);
-  await events.called(4);
   assert.deepEqual(
-    pauses,
+    await pausesThrough(t, [waited, waited, waited, NONE], 300),
     [700, 1700, 3_600_000],
     'each batch spends its 200 ms of work and the 30 refilled during it: the first from the ' +
       'full burst, the second overspends it by 70 ms, the third by 170; counted whole, the ' +

@@ -5,8 +5,7 @@ import {
   MESSAGES_PER_ENDPOINT,
   endpointsPerFanOut,
   MAX_PROBES,
-  planMove,
-  planShares,
+  planFanOut,
   type ReadBehind,
   SCAN_PER_ENDPOINT,
   STALLED_AFTER_MS,
@@ -23,7 +22,7 @@ import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
 // The fan-out of the log's events into messages (see WebhookEvents), in two statements. The
 // first reads the endpoints furthest behind that have room, each with the events above its
 // position and up to the watermark (every seq up to it is final: no event still committing is
-// passed, see 0011_changes_feed.sql); planShares (webhook-log.ts) makes their messages. The
+// passed, see 0011_changes_feed.sql); planFanOut (webhook-log.ts) makes their messages. The
 // second moves each position only if it is still where the read found it and the endpoint
 // still enabled, and writes the messages of the endpoints it moved, in one statement: two
 // processes that read the same endpoint at once write its messages once (the second's
@@ -123,29 +122,24 @@ export function postgresWebhookEvents(
       const { position: head, waitedMs } = await readable();
       const limit = endpointsPerFanOut(maxMessages);
       const { rows } = await query<BehindRow>('webhooks.behind', BEHIND, [head.toString(), limit]);
-      const moves = planShares(readBehind(rows, SCAN_PER_ENDPOINT), head, maxMessages);
       const room = rows[0]?.room === true;
+      let stalled: BehindRow[] = [];
       const now = Date.now();
       if (now - lookedForStalled >= STALLED_LOOK_MS) {
         lookedForStalled = now;
-        const { rows: stalled } = await query<BehindRow>('webhooks.stalled', STALLED, [
+        // Read apart from BEHIND: planFanOut takes an endpoint in both once.
+        ({ rows: stalled } = await query<BehindRow>('webhooks.stalled', STALLED, [
           head.toString(),
           maxMessages,
           new Date(now + STALLED_AFTER_MS),
-        ]);
-        // Read apart from BEHIND: an endpoint in both (its messages ended in between) once.
-        // Those behind have their parts of `maxMessages`; stalled ones take what is left, or
-        // wait (a message each, so the messages written stay about `maxMessages`).
-        const planned = new Set(moves.map((move) => move.id));
-        let count = moves.reduce((n, move) => n + move.messages.length, 0);
-        for (const { endpoint, events, asked } of readBehind(stalled, STALLED_SCAN)) {
-          if (count >= maxMessages) break;
-          const move = planMove(endpoint, events, head, asked);
-          if (move === undefined || planned.has(move.id)) continue;
-          moves.push(move);
-          count += move.messages.length;
-        }
+        ]));
       }
+      const moves = planFanOut(
+        readBehind(rows, SCAN_PER_ENDPOINT),
+        readBehind(stalled, STALLED_SCAN),
+        head,
+        maxMessages,
+      );
       if (moves.length === 0) return { endpoints: 0, messages: 0, room, waitedMs };
       const written = moves.flatMap((move) => move.messages);
       const { rows: done } = await query<{ messages: bigint }>('webhooks.fanOut', WRITE, [

@@ -6,10 +6,8 @@ import {
   type LogEndpoint,
   MESSAGES_PER_ENDPOINT,
   endpointsPerFanOut,
-  type LogMove,
   MAX_PROBES,
-  planMove,
-  planShares,
+  planFanOut,
   type ReadBehind,
   SCAN_PER_ENDPOINT,
   STALLED_AFTER_MS,
@@ -103,8 +101,8 @@ export function sqliteWebhookEvents(
 }
 
 /**
- * The endpoints furthest behind, each its fair part of `maxMessages` (planShares); with
- * `now`, then the stalled ones too (a message each) while fewer were written.
+ * The endpoints furthest behind, each its fair part of `maxMessages`; with `now`, then the
+ * stalled ones too (a message each) while fewer were planned (planFanOut).
  */
 function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
   const head = s.head.get() as bigint;
@@ -129,16 +127,8 @@ function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
   };
   const behindRows = s.behind.all({ head, limit }) as EndpointRow[];
   const behind = behindRows.map((row) => readBehind(row, SCAN_PER_ENDPOINT));
-  let endpoints = 0;
-  let written = 0;
-  const apply = (move: LogMove) => {
-    for (const message of move.messages) s.write.run({ ...message, at: message.at.getTime() });
-    s.move.run({ id: move.id, to: move.to, n: move.messages.length });
-    endpoints += 1;
-    written += move.messages.length;
-  };
   // Read before the behind ones' messages are written: one this fan-out fills is not stalled.
-  const stalled =
+  const stalledRows =
     now === undefined
       ? []
       : (s.stalled.all({
@@ -146,12 +136,19 @@ function fanOut(s: Statements, maxMessages: number, now?: number): FanOutStep {
           limit: maxMessages,
           soon: now + STALLED_AFTER_MS,
         }) as EndpointRow[]);
-  for (const move of planShares(behind, head, maxMessages)) apply(move);
-  for (const row of stalled) {
-    if (written >= maxMessages) break;
-    const { endpoint, events, asked } = readBehind(row, STALLED_SCAN);
-    const move = planMove(endpoint, events, head, asked);
-    if (move !== undefined) apply(move);
+  const stalled = (function* () {
+    for (const row of stalledRows) yield readBehind(row, STALLED_SCAN);
+  })();
+  let written = 0;
+  const moves = planFanOut(behind, stalled, head, maxMessages);
+  for (const move of moves) {
+    for (const message of move.messages) s.write.run({ ...message, at: message.at.getTime() });
+    s.move.run({ id: move.id, to: move.to, n: move.messages.length });
+    written += move.messages.length;
   }
-  return { endpoints, messages: written, room: behind.length > 0 || s.room.get() === 1n };
+  return {
+    endpoints: moves.length,
+    messages: written,
+    room: behind.length > 0 || s.room.get() === 1n,
+  };
 }
