@@ -234,4 +234,63 @@ describe('the changes feed and the events the store hands over', () => {
     behind.close();
     feed.close();
   });
+  it('follows with looks that wait for nothing: looks again while a write was committing, reads only what is new', async () => {
+    // PostgreSQL's catch-up: the log is readable up to a watermark, which a write still
+    // committing at one look holds back until a later look finds it gone.
+    const log = new MemoryLog();
+    let watermark = 0n;
+    let committing = false;
+    let settles = 0;
+    let looks = 0;
+    let looked: (() => void) | undefined;
+    const read = log.read.bind(log);
+    log.read = async (after, limit) => {
+      const page = await read(after, limit);
+      return { ...page, events: page.events.filter((e) => e.position <= watermark) };
+    };
+    const feed = new EventFeed(log, {
+      // No poll during the test: a look comes of an append, or of the look before.
+      pollMs: 3_600_000,
+      settle: async () => {
+        settles += 1;
+        watermark = log.entries.at(-1)?.position ?? 0n;
+      },
+      catchUp: async () => {
+        looks += 1;
+        // What an earlier look found committing is final now; what this one finds is not.
+        if (!committing) watermark = log.entries.at(-1)?.position ?? 0n;
+        const more = committing;
+        committing = false;
+        setImmediate(() => looked?.());
+        return { head: watermark, more };
+      },
+    });
+    const release = feed.admit();
+    feed.follow(0n);
+    assert.deepEqual(await feed.after(0n, 10), []);
+    const woken = feed.waitBeyond(0n, 60_000);
+    await aTurn();
+    const [looksBefore, settlesBefore] = [looks, settles];
+    committing = true;
+    log.commit([1n, 2n], { here: false });
+    // The first look finds the write committing and reads nothing; the feed looks again
+    // with no other append to prompt it.
+    assert.equal(await woken, true);
+    assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n]);
+    assert.equal(looks, looksBefore + 2);
+    assert.equal(settles, settlesBefore, 'following the log settles nothing');
+
+    const readsBefore = log.reads;
+    const next = feed.waitBeyond(2n, 60_000);
+    await aTurn();
+    const lookDone = new Promise<void>((resolve) => (looked = resolve));
+    for (const listener of listenersOf(log)) listener(); // an append heard of, none readable
+    await lookDone;
+    assert.equal(log.reads, readsBefore, 'a look that shows nothing new reads nothing');
+    log.commit([3n], { here: false });
+    assert.equal(await next, true);
+    assert.deepEqual(positions(await feed.after(2n, 10)), [3n]);
+    release();
+    feed.close();
+  });
 });
