@@ -71,7 +71,6 @@ export function composeApp({
     events: new EventFeed(store.events, {
       ...eventOptions,
       ...(store.events.settle && { settle: store.events.settle.bind(store.events) }),
-      ...(store.events.catchUp && { catchUp: store.events.catchUp.bind(store.events) }),
       log,
     }),
     rateLimitCounts: counts,

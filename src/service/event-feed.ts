@@ -1,11 +1,8 @@
 import { type ChangeEvent, EVENT_LIMITS } from '../core/change-events.js';
 import { eventsPastHead, eventsPruned, noEventStreamLeft } from '../core/event-errors.js';
 import { type Log, silentLog } from '../core/log.js';
-import type { CaughtUp, EventLog, HandedEvents } from '../store/store.js';
-import type { EventFeedOptions, FeedPage } from './event-feed-options.js';
+import type { EventLog, HandedEvents } from '../store/store.js';
 import { type FeedCursor, RecentEvents } from './recent-events.js';
-
-export type { EventFeedOptions, FeedPage };
 
 /** With no wake-up, the log is looked at this often while anyone waits. */
 export const FEED_POLL_MS = 1000;
@@ -16,6 +13,27 @@ export const FEED_POLL_MS = 1000;
  * followers cost the writers a bounded number of reads and wake-ups a second.
  */
 export const LOOK_EVERY_MS = 15;
+
+export interface EventFeedOptions {
+  /** Streams and long polls open at once, at most; more are refused (503). */
+  maxStreams?: number;
+  /** A heartbeat on an idle stream, a check of a stream's token, this often (tests shorten). */
+  heartbeatMs?: number;
+  tokenCheckMs?: number;
+  /** Makes every event committed so far readable before a page is read (EventLog.settle): a
+   * write answered before a page is asked for is on it. */
+  settle?: () => Promise<void>;
+  log?: Log;
+}
+
+/** A page of the feed and where the next one starts. */
+export interface FeedPage {
+  /** The cursor the page was read after: `after`, or the horizon when none was given. */
+  start: bigint;
+  events: ChangeEvent[];
+  /** The cursor of the next page: the last position of this one, or where it started. */
+  next: bigint;
+}
 
 /** `wake(true)`: an event after `after` is known; `wake(false)`: stop waiting (closing). */
 type Waiter = { after: bigint; wake: (found: boolean) => void };
@@ -36,9 +54,6 @@ export class EventFeed {
   readonly tokenCheckMs: number;
   private readonly log: Log;
   private readonly settle: () => Promise<void>;
-  private readonly pollMs: number;
-  /** A look of the feed's own: EventLog.catchUp, else a settle (undefined: read to know). */
-  private readonly look: () => Promise<CaughtUp | undefined>;
   private readonly recent = new RecentEvents();
   private started: Promise<void> | undefined;
   private refreshing: Promise<void> | undefined;
@@ -59,11 +74,9 @@ export class EventFeed {
 
   constructor(
     private readonly events: EventLog,
-    { maxStreams, heartbeatMs, pollMs, tokenCheckMs, settle, catchUp, log }: EventFeedOptions = {},
+    { maxStreams, heartbeatMs, tokenCheckMs, settle, log }: EventFeedOptions = {},
   ) {
     this.settle = settle ?? (() => Promise.resolve());
-    this.look = catchUp ?? (() => this.settle().then(() => undefined));
-    this.pollMs = pollMs ?? FEED_POLL_MS;
     this.maxStreams = maxStreams ?? EVENT_LIMITS.maxStreams;
     this.heartbeatMs = heartbeatMs ?? EVENT_LIMITS.heartbeatMs;
     this.tokenCheckMs = tokenCheckMs ?? EVENT_LIMITS.tokenCheckMs;
@@ -177,7 +190,7 @@ export class EventFeed {
       this.unsubscribe = this.events.onAppended((handed) => this.heard(handed));
       this.timer = setInterval(() => {
         if (this.waiters.size > 0) void this.refresh();
-      }, this.pollMs).unref();
+      }, FEED_POLL_MS).unref();
     })().catch((error: unknown) => {
       this.started = undefined;
       throw error;
@@ -266,13 +279,9 @@ export class EventFeed {
     if (early > 0) await new Promise((resolve) => setTimeout(resolve, early));
     this.lastLook = performance.now();
     this.stale = false;
-    // Following the log, a look need not wait for writes still committing (EventLog.catchUp):
-    // what they drew is readable at a later look, which the feed takes at once (`again`).
-    const caughtUp = await this.look();
+    await this.settle();
     this.lookPending = false;
-    if (caughtUp?.more === true && (this.open > 0 || this.waiters.size > 0)) this.again = true;
-    // A look that shows nothing new is not followed by a read.
-    while (caughtUp === undefined || caughtUp.head > this.recent.head) {
+    for (;;) {
       const head = this.recent.head;
       const { events, horizon } = await this.events.read(head, EVENT_LIMITS.pageMax);
       if (horizon > head) {

@@ -48,14 +48,6 @@ export interface EventLog {
    */
   settle?(): Promise<void>;
   /**
-   * Makes readable what one look at the database shows final, waiting for no write to end
-   * (PostgreSQL; absent where `settle` is): answers the newest position readable now, and
-   * whether a write the look found was still committing, so that a later call will make
-   * more readable. For readers that follow the log (streams, long polls), which look again
-   * anyway: a page asked for settles.
-   */
-  catchUp?(): Promise<CaughtUp>;
-  /**
    * Calls `listener` when events may have been appended: by this process (after its commit),
    * or by another process on the database (PostgreSQL: NOTIFY, sent by the writing process
    * after its commits, at most every 20 ms; SQLite: PRAGMA data_version, looked at every 50 ms
@@ -69,12 +61,6 @@ export interface EventLog {
    * follow, with nothing between, the last position it holds.
    */
   onAppended(listener: (handed?: HandedEvents) => void): () => void;
-}
-
-/** What EventLog.catchUp made readable: up to `head`; `more`: a later look will make more. */
-export interface CaughtUp {
-  head: bigint;
-  more: boolean;
 }
 
 /** The events of one commit of this process, built when called (see EventLog.onAppended). */

@@ -107,37 +107,4 @@ describe(`${POSTGRES.name}: the watermark of the changes feed`, { skip: POSTGRES
     assert.equal(positions.length, 1, `the event of plant ${plant.id} is read`);
     await idle.query('ROLLBACK');
   });
-  it('a look that waits for nothing passes no write still committing, and moves over it once it ends', async (t) => {
-    const db = await opened(t);
-    const catchUp = db.store.events.catchUp!;
-    const read = async () =>
-      (await db.store.events.read(undefined, 100)).events.map((event) => event.position);
-    const a = await db.client();
-    const first = await openWrite(a);
-    await db.store.plants.insert({ name: 'committed beside it' });
-    const found = await catchUp();
-    assert.equal(found.more, true, 'the look found the write committing');
-    assert.ok(found.head < first, `readable up to ${found.head}, below ${first}`);
-    assert.deepEqual(await read(), [], 'nothing read past the write held open');
-
-    // Under steady writes each look finds another write committing: the look that finds the
-    // first one gone moves over it all the same.
-    const b = await db.client();
-    const second = await openWrite(b);
-    assert.equal((await catchUp()).more, true);
-    await a.query('COMMIT');
-    const moved = await catchUp();
-    assert.equal(moved.more, true, 'the second write is committing still');
-    assert.ok(moved.head >= first && moved.head < second, `readable up to ${moved.head}`);
-    const readable = await read();
-    assert.equal(readable[0], first, 'the first write, then the plant committed beside it');
-    assert.equal(readable.length, 2);
-    assert.ok(readable.every((position) => position < second));
-
-    await b.query('COMMIT');
-    await catchUp();
-    const all = await catchUp();
-    assert.equal(all.more, false);
-    assert.deepEqual((await read()).slice(2), [second]);
-  });
 });

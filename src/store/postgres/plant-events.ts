@@ -20,18 +20,15 @@ export const NOTIFY_EVERY_MS = 20;
 const LOCK_POLL_MS = [1, 2, 5, 10, 20];
 
 // The last seq handed out, then (the correlated ARRAY runs for the row `drawn` gives, so after
-// it) the writes holding the lock every write of audit_log takes before it draws one; and
-// whether any of the writes an earlier look found ($1) still holds it, from the same read of
-// pg_locks (MATERIALIZED: read once).
-export const LOOK = `WITH drawn AS MATERIALIZED (
+// it) the writes holding the lock every write of audit_log takes before it draws one.
+const LOOK = `WITH drawn AS MATERIALIZED (
     SELECT coalesce(pg_sequence_last_value(
-      pg_get_serial_sequence('audit_log', 'seq')::regclass), 0) AS last),
-  seen AS MATERIALIZED (SELECT d.last, ARRAY(
+      pg_get_serial_sequence('audit_log', 'seq')::regclass), 0) AS last)
+  SELECT d.last, ARRAY(
     SELECT l.virtualtransaction FROM pg_locks l
     WHERE l.locktype = 'relation' AND l.relation = 'audit_log'::regclass
       AND l.mode = 'RowExclusiveLock' AND l.granted AND d.last IS NOT NULL) AS writers
-    FROM drawn d)
-  SELECT s.last, s.writers, s.writers && $1::text[] AS earlier_writing FROM seen s`;
+  FROM drawn d`;
 
 // How many of those writes still hold it: none, and every seq up to `last` is final.
 export const STILL_WRITING = `SELECT count(*) AS n FROM pg_locks
@@ -126,10 +123,6 @@ export function postgresEventLog(
       return Number(rows[0]?.n ?? 0);
     },
     settle: () => watermark.advance(),
-    async catchUp() {
-      const more = await watermark.catchUp();
-      return { head: watermark.value, more };
-    },
     async readable() {
       const asked = performance.now();
       const spent = watermark.statementMs;
@@ -150,77 +143,42 @@ export function postgresEventLog(
   };
 }
 
-/** What one look found: the last seq drawn, and the writes that may hold one up to it. */
-interface Look {
-  last: bigint;
-  writers: string[];
-}
-
 /**
  * The highest seq below which every seq is final, as this process last found it. One look at
- * a time. A strict look (`advance`) waits for the writes it found to end, so that every seq
- * drawn before it started is below the watermark after it; the calls during a look share the
- * next one, which starts after it. A look that waits for nothing (`catchUp`) keeps the writes
- * it found as `earlier` and moves the watermark to its `last` at a later look that finds them
- * all gone: one statement a look, where a strict one under steady writes takes two to five
- * (bench/HISTORY.md).
+ * a time; the calls during a look share the next one, which starts after it (so a call's look
+ * starts after the call).
  */
 class Watermark {
   value = 0n;
   /** The time the looks' statements took, in all (ms). */
   statementMs = 0;
-  /**
-   * The oldest look whose writers were not all gone at the looks since. Kept, not replaced by
-   * newer looks: under steady writes every look finds some, and a newer look's would never
-   * all be gone at once.
-   */
-  private earlier: Look | undefined;
   private running: Promise<void> | undefined;
   private next: Promise<void> | undefined;
 
   constructor(private readonly query: Query) {}
 
   advance(): Promise<void> {
-    if (this.running === undefined) return this.run(true);
+    if (this.running === undefined) return this.run();
     this.next ??= this.running.then(() => {
       this.next = undefined;
-      return this.run(true);
+      return this.run();
     });
     return this.next;
   }
 
-  /**
-   * One look that waits for no write to end, or the look running now: answers whether a write
-   * it found was still committing (a later look will move the watermark over its seq).
-   */
-  async catchUp(): Promise<boolean> {
-    await (this.running ?? this.run(false));
-    return this.earlier !== undefined;
-  }
-
-  private run(strict: boolean): Promise<void> {
-    const running = this.look(strict).finally(() => {
+  private run(): Promise<void> {
+    const running = this.look().finally(() => {
       if (this.running === running) this.running = undefined;
     });
     this.running = running;
     return running;
   }
 
-  private async look(strict: boolean): Promise<void> {
+  private async look(): Promise<void> {
     const { rows } = await this.timed(() =>
-      this.query<Look & { earlier_writing: boolean }>('events.look', LOOK, [
-        this.earlier?.writers ?? [],
-      ]),
+      this.query<{ last: bigint; writers: string[] }>('events.look', LOOK, []),
     );
-    const { last, writers, earlier_writing: earlierWriting } = rows[0]!;
-    if (this.earlier !== undefined && !earlierWriting) {
-      this.raise(this.earlier.last);
-      this.earlier = undefined;
-    }
-    if (writers.length > 0 && !strict) {
-      this.earlier ??= { last, writers };
-      return;
-    }
+    const { last, writers } = rows[0]!;
     for (let i = 0; writers.length > 0; i++) {
       const { rows: still } = await this.timed(() =>
         this.query<{ n: bigint }>('events.stillWriting', STILL_WRITING, [writers]),
@@ -228,13 +186,7 @@ class Watermark {
       if (still[0]!.n === 0n) break;
       await sleep(LOCK_POLL_MS[Math.min(i, LOCK_POLL_MS.length - 1)]!);
     }
-    this.raise(last);
-    // Found before this look: its seqs are at most `last`, final now.
-    this.earlier = undefined;
-  }
-
-  private raise(position: bigint): void {
-    if (position > this.value) this.value = position;
+    if (last > this.value) this.value = last;
   }
 
   private async timed<T>(statement: () => Promise<T>): Promise<T> {
