@@ -122,8 +122,12 @@ export class PlantService {
     }
   }
 
-  async get(id: bigint): Promise<StoredPlant> {
-    return (await this.store.get(id)) ?? notFound(id);
+  /** The plant; at once, not as a promise, when the store answers at once (SQLite). */
+  get(id: bigint): StoredPlant | Promise<StoredPlant> {
+    const found = this.store.get(id);
+    return found instanceof Promise
+      ? found.then((plant) => plant ?? notFound(id))
+      : (found ?? notFound(id));
   }
 
   /** One page, ascending by id, as its answer's JSON text (see PlantListing). */

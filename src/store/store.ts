@@ -94,7 +94,11 @@ export interface PlantStore {
    * import's lines, run again): one transaction each, not two.
    */
   insertWithKey(plant: NewPlant, options: KeyedInsertOptions): Promise<KeyedInsert>;
-  get(id: bigint): Promise<StoredPlant | undefined>;
+  /**
+   * The plant, at once where the store reads without waiting (SQLite): a read answered
+   * from a value costs no promise on the way back to the socket (see getPlant's route).
+   */
+  get(id: bigint): StoredPlant | undefined | Promise<StoredPlant | undefined>;
   /** Up to `limit` plants in id order, after `after`, of `tag` (see PlantListing). */
   list(query: PlantQuery): Promise<PlantListing>;
   /** Applies the change atomically; undefined when no plant has the id. */

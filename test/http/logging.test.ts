@@ -354,47 +354,58 @@ test('a request the router cannot decode (bad percent-encoding) still gets its o
   assert.ok(!app.text().includes(app.token));
 });
 
-test('a line logged through request.log (the lazy child logger, on a 500) carries the request id', async (t) => {
-  const store = openSqliteStore({ file: join(makeTempDir(t), 'log.db') });
-  const chunks: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer | string, _encoding, done) {
-      chunks.push(chunk.toString());
-      done();
-    },
+// Both ways a store fails a read: PostgreSQL's promise rejects, SQLite's read throws at once
+// (the route then answers without a promise, see getPlant's route).
+const failingReads = {
+  rejected: () => Promise.reject(new Error('disk on fire')),
+  thrown: () => {
+    throw new Error('disk on fire');
+  },
+};
+
+for (const [how, get] of Object.entries(failingReads)) {
+  test(`a line logged through request.log (the lazy child logger, on a 500, ${how}) carries the request id`, async (t) => {
+    const store = openSqliteStore({ file: join(makeTempDir(t), 'log.db') });
+    const chunks: string[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer | string, _encoding, done) {
+        chunks.push(chunk.toString());
+        done();
+      },
+    });
+    const failing = {
+      ...store,
+      plants: {
+        ...store.plants,
+        get,
+      },
+    };
+    const app = composeApp({ store: failing, logger: { level: 'info', stream } });
+    t.after(async () => {
+      await app.close();
+      await store.close();
+    });
+    const { token } = await new TokenService(store.tokens).create({
+      name: 'log',
+      scopes: ['plants:read'],
+      expiresInMs: null,
+    });
+    const res = await app.inject({
+      method: 'GET',
+      url: '/plants/1',
+      headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-500' },
+    });
+    assert.equal(res.statusCode, 500);
+    assert.doesNotMatch(res.body, /disk on fire/);
+    const lines = chunks
+      .join('')
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as LogLine);
+    const failed = lines.find((line) => line.msg === 'request failed');
+    assert.ok(failed, JSON.stringify(lines));
+    assert.equal(failed.reqId, 'trace-500');
+    assert.match(JSON.stringify(failed.err), /disk on fire/);
+    assert.equal(lines.filter((line) => line.msg === 'request').length, 1);
   });
-  const failing = {
-    ...store,
-    plants: {
-      ...store.plants,
-      get: () => Promise.reject(new Error('disk on fire')),
-    },
-  };
-  const app = composeApp({ store: failing, logger: { level: 'info', stream } });
-  t.after(async () => {
-    await app.close();
-    await store.close();
-  });
-  const { token } = await new TokenService(store.tokens).create({
-    name: 'log',
-    scopes: ['plants:read'],
-    expiresInMs: null,
-  });
-  const res = await app.inject({
-    method: 'GET',
-    url: '/plants/1',
-    headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-500' },
-  });
-  assert.equal(res.statusCode, 500);
-  assert.doesNotMatch(res.body, /disk on fire/);
-  const lines = chunks
-    .join('')
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as LogLine);
-  const failed = lines.find((line) => line.msg === 'request failed');
-  assert.ok(failed, JSON.stringify(lines));
-  assert.equal(failed.reqId, 'trace-500');
-  assert.match(JSON.stringify(failed.err), /disk on fire/);
-  assert.equal(lines.filter((line) => line.msg === 'request').length, 1);
-});
+}

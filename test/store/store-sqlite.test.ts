@@ -15,6 +15,8 @@ import { loadMigrations } from '../../src/store/migrations.js';
 import { UNKNOWN_VERSION } from '../../src/store/rows.js';
 import { migrateSqlite } from '../../src/store/sqlite/migrate.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
+import { PlantService } from '../../src/service/plant-service.js';
+import { ApiError } from '../../src/core/errors.js';
 import { SQLITE } from '../helpers/backends.js';
 import { listed } from '../helpers/listed.js';
 import { makeTempDir } from '../helpers/setup.js';
@@ -56,6 +58,24 @@ describe('sqlite migrations', { skip: SQLITE.skip }, () => {
     );
     assert.equal(rows[0]?.name, 'init');
     for (const row of rows) assert.ok(row.applied_at >= before && row.applied_at <= Date.now());
+  });
+
+  it('answers a plant read at once, not as a promise, and so does the service', async (t) => {
+    const store = openSqliteStore({ file: join(makeTempDir(t), 'at-once.db') });
+    t.after(() => store.close());
+    await store.plants.insert({ id: 1n, name: 'fern' });
+    // The read of GET /plants/{id} then sends its answer before its handler returns.
+    const read = store.plants.get(1n);
+    assert.ok(!(read instanceof Promise));
+    assert.equal(read?.name, 'fern');
+    const service = new PlantService(store.plants, store.idempotency);
+    const served = service.get(1n);
+    assert.ok(!(served instanceof Promise));
+    assert.equal(served.name, 'fern');
+    assert.throws(
+      () => service.get(2n),
+      (error: unknown) => error instanceof ApiError && error.errorName === 'plantNotFound',
+    );
   });
 
   it(

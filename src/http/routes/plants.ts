@@ -1,6 +1,6 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { etagOf, unchanged } from '../../core/etag.js';
-import { PLANT_LIMITS } from '../../core/plant.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { etagOf, type IfMatch, unchanged } from '../../core/etag.js';
+import { PLANT_LIMITS, type StoredPlant } from '../../core/plant.js';
 import type { PlantService, Writer } from '../../service/plant-service.js';
 import { idempotencyKeyOf } from '../../api/idempotency-key.js';
 import {
@@ -38,14 +38,14 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
       .send(plant);
   });
 
-  route(app, getPlant, async (request, reply) => {
+  // Not async: on SQLite the plant comes at once and is sent before the handler returns,
+  // with no promise between the read and the socket (the hottest read; bench/HISTORY.md).
+  route(app, getPlant, (request, reply) => {
     const ifNoneMatch = parseIfNoneMatch(request.headers['if-none-match']);
-    const plant = await plants.get(request.params.id);
-    const etag = etagOf(plant);
-    reply.header('etag', etag);
-    // The client has this representation already: 304, no body (RFC 9110 §13.1.2).
-    if (ifNoneMatch !== undefined && unchanged(ifNoneMatch, etag)) return reply.code(304).send();
-    return reply.send(plant);
+    const plant = plants.get(request.params.id);
+    if (plant instanceof Promise) return plant.then((p) => sendPlant(reply, p, ifNoneMatch));
+    sendPlant(reply, plant, ifNoneMatch);
+    return undefined;
   });
 
   route(app, updatePlant, async (request, reply) => {
@@ -59,6 +59,15 @@ export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
     await plants.delete(request.params.id, writer(request), ifMatch);
     return reply.code(204).send();
   });
+}
+
+/** A plant read, with its ETag; 304 when the client has this representation already. */
+function sendPlant(reply: FastifyReply, plant: StoredPlant, ifNoneMatch: IfMatch | undefined) {
+  const etag = etagOf(plant);
+  reply.header('etag', etag);
+  // RFC 9110 §13.1.2: no body.
+  if (ifNoneMatch !== undefined && unchanged(ifNoneMatch, etag)) reply.code(304).send();
+  else reply.send(plant);
 }
 
 /** Who a write is for: the token the request was authenticated with (see auth.ts). */

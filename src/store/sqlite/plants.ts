@@ -83,7 +83,7 @@ export function sqlitePlants(
         });
         return { state: 'created', plant: created };
       }).catch(refusedTheLongWay),
-    async get(id: bigint) {
+    get(id: bigint) {
       const row = guard(() => reads.getOne.get(id)) as StoredPlantRow | undefined;
       return row && toStoredPlant(row);
     },
