@@ -48,9 +48,9 @@ export async function closeBlackHole(): Promise<void> {
 
 /**
  * The `serve` options of a server with `endpoints` subscribed. Its attempts wait as long as
- * any may (5 minutes), not 15 s: each endpoint keeps its one attempt open through the run
- * instead of timing out, retrying and starting another every 15 s, all 1,000 at once,
- * while the other servers are measured.
+ * any may (5 minutes), not 15 s: each endpoint keeps its one attempt open through its group
+ * (started just before it, bench/phases/groups.ts) instead of timing out, retrying and
+ * starting another every 15 s, all 1,000 at once, while the other servers are measured.
  */
 export function endpointArgs(endpoints: number): string[] {
   return [

@@ -1,7 +1,11 @@
 /**
  * The two phases of wrk groups: the SQLite servers (all up together, loaded in turn), then the
  * PostgreSQL ones. Each seeds what its groups need, starts their contenders, runs the groups
- * and stops everything it started.
+ * and stops everything it started. A contender with webhook endpoints subscribed starts just
+ * before its first group, not with the others: its endpoints' attempts wait at most 5 minutes
+ * (endpointArgs), and a full run's SQLite phase lasts about 20 minutes: started with the
+ * others, its 1,000 attempts would time out and begin again, all at once, several times
+ * before and perhaps during its group, where they are meant to stay open through it.
  */
 import { join } from 'node:path';
 import { closeBlackHole } from '../data/endpoints.js';
@@ -48,14 +52,24 @@ const contendersOf = (groups: GroupPlan[]): ContenderName[] => [
   ...new Set(groups.flatMap((g) => g.contenders)),
 ];
 
+/** Contenders started when their first group comes (see the comment at the top). */
+const startsLate = (name: ContenderName): boolean => 'endpoints' in CONTENDERS[name].role;
+
+/** Starts a contender, for `live`. */
+type Starter = (name: ContenderName) => Promise<Contender>;
+
 async function runGroups(
   groups: GroupPlan[],
   live: Map<string, Contender>,
+  start: Starter,
   ctx: PhaseContext,
 ): Promise<Row[]> {
   const rows: Row[] = [];
   const sizes = { plants: plantsOf(ctx.facts), clientIds: clientIdsOf(ctx.facts) };
   for (const plan of groups) {
+    for (const name of plan.contenders) {
+      if (!live.has(name)) live.set(name, await start(name));
+    }
     if (plan.connections === 1 && ctx.facts.fsyncP50ms === undefined) {
       ctx.facts.fsyncP50ms = fsyncP50ms(ctx.dir);
       ctx.log(
@@ -131,18 +145,18 @@ export async function sqlitePhase(groups: GroupPlan[], ctx: PhaseContext): Promi
   const names = contendersOf(groups);
   const sets = await seedSets(names, ctx);
   const live = new Map<string, Contender>();
+  const start: Starter = async (name) => {
+    const set = sets.get(CONTENDERS[name].data)!;
+    const data = { ...set, file: copyDatabase(set.file, ctx.dir, name) };
+    // Start to ready is measured on the large database, three starts, before any load.
+    const starts = name === 'plantstore power' ? 3 : 1;
+    const started = await startSqliteContender(name, data, ctx.at, starts);
+    if (starts > 1) ctx.facts.starts = started.starts;
+    return started.contender;
+  };
   try {
-    for (const name of names) {
-      const set = sets.get(CONTENDERS[name].data)!;
-      const data = { ...set, file: copyDatabase(set.file, ctx.dir, name) };
-      // Start to ready is measured on the large database, three starts, before any load.
-      const starts = name === 'plantstore power' ? 3 : 1;
-      const started = await startSqliteContender(name, data, ctx.at, starts);
-      if (starts > 1) ctx.facts.starts = started.starts;
-      const contender = started.contender;
-      live.set(name, contender);
-    }
-    const rows = await runGroups(groups, live, ctx);
+    for (const name of names.filter((n) => !startsLate(n))) live.set(name, await start(name));
+    const rows = await runGroups(groups, live, start, ctx);
     recordRss(live, ctx.facts);
     return rows;
   } finally {
@@ -162,23 +176,26 @@ export async function postgresPhase(
   const schemas: SeededSchema[] = [];
   const plants = plantsOf(ctx.facts);
   const clientIds = clientIdsOf(ctx.facts);
+  const start: Starter = async (name) => {
+    const started = performance.now();
+    const tokensFile = join(ctx.dir, `postgres-${schemas.length}.tokens`);
+    const { data: key, role } = CONTENDERS[name];
+    const schema = await seedSchema(BENCH_POSTGRES_URL, plants[key], tokensFile, {
+      clientIds: clientIds[key],
+      sequenceAboveAll: role.kind !== 'plantstore',
+    });
+    schemas.push(schema);
+    ctx.log(
+      `seeded a PostgreSQL schema (${key}) for ${name} in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
+    const data = { tokensFile, plants: plants[key] };
+    return startPostgresContender(name, schema, data, ctx.at);
+  };
   try {
-    for (const [i, name] of contendersOf(groups).entries()) {
-      const started = performance.now();
-      const tokensFile = join(ctx.dir, `postgres-${i}.tokens`);
-      const { data: key, role } = CONTENDERS[name];
-      const schema = await seedSchema(BENCH_POSTGRES_URL, plants[key], tokensFile, {
-        clientIds: clientIds[key],
-        sequenceAboveAll: role.kind !== 'plantstore',
-      });
-      schemas.push(schema);
-      ctx.log(
-        `seeded a PostgreSQL schema (${key}) for ${name} in ${((performance.now() - started) / 1000).toFixed(1)} s`,
-      );
-      const data = { tokensFile, plants: plants[key] };
-      live.set(name, await startPostgresContender(name, schema, data, ctx.at));
+    for (const name of contendersOf(groups).filter((n) => !startsLate(n))) {
+      live.set(name, await start(name));
     }
-    const rows = await runGroups(groups, live, ctx);
+    const rows = await runGroups(groups, live, start, ctx);
     recordRss(live, ctx.facts);
     return rows;
   } finally {

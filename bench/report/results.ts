@@ -69,8 +69,8 @@ function methodText(meta: RunMeta, facts: Facts): string {
 - plantstore runs with every feature on and its default settings (log level \`${meta.logLevel}\`,
   the request log to /dev/null); "power" is its default durability, "process" is \`--durability process\`.
   The servers with endpoints subscribed (at an address that takes connections and never answers)
-  wait 300 s for an attempt instead of 15 s, so that each endpoint holds one open attempt all
-  run long rather than beginning another every 15 s while other servers are measured.
+  start just before their group and wait 300 s for an attempt instead of 15 s, so that each
+  endpoint holds one open attempt through the group rather than beginning another every 15 s.
 - Yardsticks (bench/yardsticks/): \`fastify\` a minimal Fastify 5 app, \`bare\` node:http, both on
   better-sqlite3 with WAL, synchronous=NORMAL and the file memory-mapped (as plantstore); \`bare postgres\` node:http + pg (pool of 10, named
   prepared statements, one statement per request). All check the token in memory.
