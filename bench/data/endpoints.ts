@@ -34,6 +34,22 @@ export async function blackHole(): Promise<string> {
   return hole.url;
 }
 
+/** The attempts open on the address now (one connection each), of every server. */
+export const openAttempts = (): number => hole?.sockets.size ?? 0;
+
+/**
+ * Waits until `count` attempts are open on the address, or `timeoutMs` has passed; answers
+ * how many are. A server just started opens one a subscribed endpoint, within its delivery
+ * budget, so not all at once.
+ */
+export async function attemptsOpen(count: number, timeoutMs: number): Promise<number> {
+  const until = performance.now() + timeoutMs;
+  while (openAttempts() < count && performance.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return openAttempts();
+}
+
 /**
  * Closes the address and the attempts waiting on it, which then fail at once: a server
  * stopping afterwards has no attempt to wait for (its shutdown grace is 10 s).

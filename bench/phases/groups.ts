@@ -8,7 +8,7 @@
  * before and perhaps during its group, where they are meant to stay open through it.
  */
 import { join } from 'node:path';
-import { closeBlackHole } from '../data/endpoints.js';
+import { attemptsOpen, closeBlackHole, openAttempts } from '../data/endpoints.js';
 import { BENCH_POSTGRES_URL, reachable, seedSchema, type SeededSchema } from '../data/postgres.js';
 import { seedSqlite } from '../data/seed.js';
 import { peakRssMb } from '../harness/cpu.js';
@@ -58,6 +58,22 @@ const startsLate = (name: ContenderName): boolean => 'endpoints' in CONTENDERS[n
 /** Starts a contender, for `live`. */
 type Starter = (name: ContenderName) => Promise<Contender>;
 
+/** How long a late contender's endpoints may take to open their attempts. */
+const ATTEMPTS_OPEN_MS = 60_000;
+
+/** Starts a late contender, and waits until each of its endpoints holds its attempt open. */
+async function startLate(name: ContenderName, start: Starter, ctx: PhaseContext) {
+  const before = openAttempts();
+  const contender = await start(name);
+  const { role } = CONTENDERS[name];
+  const endpoints = 'endpoints' in role ? role.endpoints : 0;
+  const waited = performance.now();
+  const open = (await attemptsOpen(before + endpoints, ATTEMPTS_OPEN_MS)) - before;
+  const seconds = ((performance.now() - waited) / 1000).toFixed(1);
+  ctx.log(`${name}: ${open} of ${endpoints} attempts open, ${seconds} s after its start`);
+  return contender;
+}
+
 async function runGroups(
   groups: GroupPlan[],
   live: Map<string, Contender>,
@@ -68,7 +84,7 @@ async function runGroups(
   const sizes = { plants: plantsOf(ctx.facts), clientIds: clientIdsOf(ctx.facts) };
   for (const plan of groups) {
     for (const name of plan.contenders) {
-      if (!live.has(name)) live.set(name, await start(name));
+      if (!live.has(name)) live.set(name, await startLate(name, start, ctx));
     }
     if (plan.connections === 1 && ctx.facts.fsyncP50ms === undefined) {
       ctx.facts.fsyncP50ms = fsyncP50ms(ctx.dir);

@@ -97,6 +97,7 @@ export interface PlantStore {
   /**
    * The plant, at once where the store reads without waiting (SQLite): a read answered
    * from a value costs no promise on the way back to the socket (see getPlant's route).
+   * Otherwise a native Promise: callers tell the two apart with `instanceof Promise`.
    */
   get(id: bigint): StoredPlant | undefined | Promise<StoredPlant | undefined>;
   /** Up to `limit` plants in id order, after `after`, of `tag` (see PlantListing). */

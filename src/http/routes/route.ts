@@ -71,6 +71,7 @@ export function route<
     config: { operation: op as OperationSpec },
     // A handler that has answered synchronously returns undefined: Fastify then waits on
     // nothing, where a promise (or the reply, a thenable) costs microtasks after the send.
+    // One that returns undefined without having sent leaves its request hanging.
     handler: handler as (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
   });
 }
