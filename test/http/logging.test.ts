@@ -9,6 +9,7 @@ import type { InjectOptions } from 'fastify';
 import { composeApp } from '../../src/server/compose.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
+import type { Store } from '../../src/store/store.js';
 import { readEvents } from '../helpers/event-stream.js';
 import { makeTempDir } from '../helpers/setup.js';
 
@@ -27,7 +28,9 @@ interface LogLine {
 }
 
 interface Logged {
-  inject(options: InjectOptions): Promise<{ statusCode: number; headers: Record<string, unknown> }>;
+  inject(
+    options: InjectOptions,
+  ): Promise<{ statusCode: number; headers: Record<string, unknown>; body: string }>;
   /** Every line written so far, as text. */
   text(): string;
   /** Every line written so far, parsed. */
@@ -44,7 +47,11 @@ interface Logged {
 
 async function loggedApp(
   t: TestContext,
-  { maxEventStreams, ...options }: { trustProxy?: string; maxEventStreams?: number } = {},
+  {
+    maxEventStreams,
+    wrap = (store) => store,
+    ...options
+  }: { trustProxy?: string; maxEventStreams?: number; wrap?: (store: Store) => Store } = {},
 ): Promise<Logged> {
   const store = openSqliteStore({ file: join(makeTempDir(t), 'log.db') });
   const chunks: string[] = [];
@@ -55,7 +62,12 @@ async function loggedApp(
     },
   });
   const events = maxEventStreams === undefined ? {} : { events: { maxStreams: maxEventStreams } };
-  const app = composeApp({ store, logger: { level: 'info', stream }, ...options, ...events });
+  const app = composeApp({
+    store: wrap(store),
+    logger: { level: 'info', stream },
+    ...options,
+    ...events,
+  });
   t.after(async () => {
     await app.close();
     await store.close();
@@ -365,43 +377,17 @@ const failingReads = {
 
 for (const [how, get] of Object.entries(failingReads)) {
   test(`a line logged through request.log (the lazy child logger, on a 500, ${how}) carries the request id`, async (t) => {
-    const store = openSqliteStore({ file: join(makeTempDir(t), 'log.db') });
-    const chunks: string[] = [];
-    const stream = new Writable({
-      write(chunk: Buffer | string, _encoding, done) {
-        chunks.push(chunk.toString());
-        done();
-      },
+    const logged = await loggedApp(t, {
+      wrap: (store) => ({ ...store, plants: { ...store.plants, get } }),
     });
-    const failing = {
-      ...store,
-      plants: {
-        ...store.plants,
-        get,
-      },
-    };
-    const app = composeApp({ store: failing, logger: { level: 'info', stream } });
-    t.after(async () => {
-      await app.close();
-      await store.close();
-    });
-    const { token } = await new TokenService(store.tokens).create({
-      name: 'log',
-      scopes: ['plants:read'],
-      expiresInMs: null,
-    });
-    const res = await app.inject({
+    const res = await logged.inject({
       method: 'GET',
       url: '/plants/1',
-      headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-500' },
+      headers: { authorization: `Bearer ${logged.readToken}`, 'x-request-id': 'trace-500' },
     });
     assert.equal(res.statusCode, 500);
     assert.doesNotMatch(res.body, /disk on fire/);
-    const lines = chunks
-      .join('')
-      .split('\n')
-      .filter((line) => line !== '')
-      .map((line) => JSON.parse(line) as LogLine);
+    const lines = logged.lines();
     const failed = lines.find((line) => line.msg === 'request failed');
     assert.ok(failed, JSON.stringify(lines));
     assert.equal(failed.reqId, 'trace-500');
