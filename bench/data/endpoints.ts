@@ -38,16 +38,26 @@ export async function blackHole(): Promise<string> {
 export const openAttempts = (): number => hole?.sockets.size ?? 0;
 
 /**
- * Waits until `count` attempts are open on the address, or `timeoutMs` has passed; answers
- * how many are. A server just started opens one a subscribed endpoint, within its delivery
+ * Resolves once `count` attempts are open on the address, or `timeoutMs` has passed, with how
+ * many are. A server just started opens one a subscribed endpoint, within its delivery
  * budget, so not all at once.
  */
-export async function attemptsOpen(count: number, timeoutMs: number): Promise<number> {
-  const until = performance.now() + timeoutMs;
-  while (openAttempts() < count && performance.now() < until) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return openAttempts();
+export function attemptsOpen(count: number, timeoutMs: number): Promise<number> {
+  return new Promise((resolve) => {
+    const server = hole?.server;
+    const done = () => {
+      clearTimeout(timer);
+      server?.off('connection', check);
+      resolve(openAttempts());
+    };
+    // After the listener createServer added, which counts the connection.
+    const check = () => {
+      if (openAttempts() >= count) done();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    server?.on('connection', check);
+    check();
+  });
 }
 
 /**

@@ -52,8 +52,11 @@ const contendersOf = (groups: GroupPlan[]): ContenderName[] => [
   ...new Set(groups.flatMap((g) => g.contenders)),
 ];
 
-/** Contenders started when their first group comes (see the comment at the top). */
-const startsLate = (name: ContenderName): boolean => 'endpoints' in CONTENDERS[name].role;
+/** The webhook endpoints a contender has subscribed; those with any start late (see the top). */
+function endpointsOf(name: ContenderName): number {
+  const { role } = CONTENDERS[name];
+  return 'endpoints' in role ? role.endpoints : 0;
+}
 
 /** Starts a contender, for `live`. */
 type Starter = (name: ContenderName) => Promise<Contender>;
@@ -65,8 +68,7 @@ const ATTEMPTS_OPEN_MS = 60_000;
 async function startLate(name: ContenderName, start: Starter, ctx: PhaseContext) {
   const before = openAttempts();
   const contender = await start(name);
-  const { role } = CONTENDERS[name];
-  const endpoints = 'endpoints' in role ? role.endpoints : 0;
+  const endpoints = endpointsOf(name);
   const waited = performance.now();
   const open = (await attemptsOpen(before + endpoints, ATTEMPTS_OPEN_MS)) - before;
   const seconds = ((performance.now() - waited) / 1000).toFixed(1);
@@ -74,6 +76,7 @@ async function startLate(name: ContenderName, start: Starter, ctx: PhaseContext)
   return contender;
 }
 
+/** Starts the contenders (those with endpoints at their first group), runs the groups. */
 async function runGroups(
   groups: GroupPlan[],
   live: Map<string, Contender>,
@@ -82,6 +85,9 @@ async function runGroups(
 ): Promise<Row[]> {
   const rows: Row[] = [];
   const sizes = { plants: plantsOf(ctx.facts), clientIds: clientIdsOf(ctx.facts) };
+  for (const name of contendersOf(groups)) {
+    if (endpointsOf(name) === 0) live.set(name, await start(name));
+  }
   for (const plan of groups) {
     for (const name of plan.contenders) {
       if (!live.has(name)) live.set(name, await startLate(name, start, ctx));
@@ -171,7 +177,6 @@ export async function sqlitePhase(groups: GroupPlan[], ctx: PhaseContext): Promi
     return started.contender;
   };
   try {
-    for (const name of names.filter((n) => !startsLate(n))) live.set(name, await start(name));
     const rows = await runGroups(groups, live, start, ctx);
     recordRss(live, ctx.facts);
     return rows;
@@ -208,9 +213,6 @@ export async function postgresPhase(
     return startPostgresContender(name, schema, data, ctx.at);
   };
   try {
-    for (const name of contendersOf(groups).filter((n) => !startsLate(n))) {
-      live.set(name, await start(name));
-    }
     const rows = await runGroups(groups, live, start, ctx);
     recordRss(live, ctx.facts);
     return rows;
