@@ -126,7 +126,7 @@ async function main(): Promise<number> {
   const pinned = placement(runReasons);
   ensureBuilt();
   const { largePlants, smallPlants, rounds, turnSeconds, logLevel } = options;
-  const facts: Facts = { starts: [], rssMb: {}, largePlants, smallPlants };
+  const facts: Facts = { starts: [], memory: {}, largePlants, smallPlants };
   const ctx: PhaseContext = {
     dir: workspace(),
     at: { serverCores: pinned ? '0' : `0-${cpus().length - 1}`, logLevel },

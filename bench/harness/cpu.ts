@@ -108,9 +108,14 @@ export function machineCpu(): MachineCpu | undefined {
   return text === undefined ? undefined : parseProcStat(text);
 }
 
-/** VmHWM (peak resident set size) of a live process in MB; undefined where /proc lacks it. */
-export function peakRssMb(pid: number): number | undefined {
-  const kb = /^VmHWM:\s+(\d+) kB/m.exec(read(`/proc/${pid}/status`) ?? '')?.[1];
+/**
+ * A field of /proc/<pid>/status given in kB (VmHWM, RssAnon, RssFile), in MB; undefined where
+ * /proc lacks it.
+ */
+export function statusMb(pid: number, field: 'VmHWM' | 'RssAnon' | 'RssFile'): number | undefined {
+  const kb = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(
+    read(`/proc/${pid}/status`) ?? '',
+  )?.[1];
   return kb === undefined ? undefined : Number(kb) / 1024;
 }
 

@@ -4,7 +4,7 @@
  * before and after.
  */
 import { spawnSync } from 'node:child_process';
-import { machineCpu, treeCpuSeconds, processCpuSeconds } from './cpu.js';
+import { machineCpu, processCpuSeconds, statusMb, treeCpuSeconds } from './cpu.js';
 import type { Server } from './servers.js';
 import { type LoadSpec, runWrk, type WrkResult } from './wrk.js';
 
@@ -54,6 +54,8 @@ export interface Contender {
   redo?: () => Promise<void>;
   /** The PostgreSQL backends serving this server, whose CPU counts as the database's. */
   backends?: () => Promise<number[] | undefined>;
+  /** The largest RssAnon (MB) read as one of its turns ended: its own memory under load. */
+  ownPeakMb?: number;
 }
 
 /** What a turn runs (bench/rows/scenarios.ts has them all). */
@@ -170,6 +172,8 @@ export async function measureTurn(
     ...(o.wrkCore !== undefined && { core: o.wrkCore }),
   });
   const after = read(c.server.pid, idle, backends);
+  const own = statusMb(c.server.pid, 'RssAnon');
+  if (own !== undefined) c.ownPeakMb = Math.max(c.ownPeakMb ?? 0, own);
   if (after.db !== undefined) after.db += await newBackendsCpu(c, backends);
   await settle(c.server.url);
   if (scenario.restore) c.redo = await scenario.restore(c, wrk);

@@ -21,11 +21,25 @@ export interface PhaseContext {
   log: (line: string) => void;
 }
 
+/**
+ * A server's memory in MB. Its RSS counts file pages too (Node's own binary, and on SQLite the
+ * database's pages read through the memory map), which are the kernel's page cache, shared and
+ * droppable; its own memory is the anonymous part.
+ */
+export interface Memory {
+  /** Peak RSS, VmHWM. */
+  peakMb: number;
+  /** The largest RssAnon read at the end of a measured turn and of the phase. */
+  ownPeakMb?: number;
+  /** RssFile at the end of the phase. */
+  fileMb?: number;
+}
+
 export interface Facts {
   /** plantstore's starts on the large database: spawn to the first /healthz 200. */
   starts: Start[];
-  /** Peak RSS (VmHWM) of each plantstore server at the end of its phase. */
-  rssMb: Record<string, number>;
+  /** The memory of each plantstore server, read at the end of its phase. */
+  memory: Record<string, Memory>;
   /** write + fdatasync of 4 KiB in the benchmark's directory, median in ms. */
   fsyncP50ms?: number;
   largePlants: number;

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { attemptsOpen, closeBlackHole, openAttempts } from '../data/endpoints.js';
 import { BENCH_POSTGRES_URL, reachable, seedSchema, type SeededSchema } from '../data/postgres.js';
 import { seedSqlite } from '../data/seed.js';
-import { peakRssMb } from '../harness/cpu.js';
+import { statusMb } from '../harness/cpu.js';
 import { fsyncP50ms } from '../harness/fsync.js';
 import { runGroup } from '../harness/group.js';
 import { stop } from '../harness/servers.js';
@@ -125,11 +125,20 @@ function progressLine(r: Row): string {
   return `${r.group} ${r.subject.name} ÷ ${r.yardstick.name}: ${figures} — ${verdict}`;
 }
 
-/** Peak RSS of the plantstore servers among `live`, into the facts. */
-function recordRss(live: Map<string, Contender>, facts: Facts): void {
+/** The memory of the plantstore servers among `live`, into the facts. */
+function recordMemory(live: Map<string, Contender>, facts: Facts): void {
   for (const c of live.values()) {
-    const mb = c.role.kind === 'plantstore' ? peakRssMb(c.server.pid) : undefined;
-    if (mb !== undefined) facts.rssMb[c.name] = mb;
+    if (c.role.kind !== 'plantstore') continue;
+    const pid = c.server.pid;
+    const peakMb = statusMb(pid, 'VmHWM');
+    if (peakMb === undefined) continue;
+    const own = Math.max(c.ownPeakMb ?? 0, statusMb(pid, 'RssAnon') ?? 0);
+    const fileMb = statusMb(pid, 'RssFile');
+    facts.memory[c.name] = {
+      peakMb,
+      ...(own > 0 && { ownPeakMb: own }),
+      ...(fileMb !== undefined && { fileMb }),
+    };
   }
 }
 
@@ -178,7 +187,7 @@ export async function sqlitePhase(groups: GroupPlan[], ctx: PhaseContext): Promi
   };
   try {
     const rows = await runGroups(groups, live, start, ctx);
-    recordRss(live, ctx.facts);
+    recordMemory(live, ctx.facts);
     return rows;
   } finally {
     await stopAll(live);
@@ -214,7 +223,7 @@ export async function postgresPhase(
   };
   try {
     const rows = await runGroups(groups, live, start, ctx);
-    recordRss(live, ctx.facts);
+    recordMemory(live, ctx.facts);
     return rows;
   } finally {
     await stopAll(live);

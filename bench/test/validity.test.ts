@@ -95,7 +95,7 @@ const facts: Facts = {
     { readyMs: 700 },
     { readyMs: 1200, otherCores: 0.1 },
   ],
-  rssMb: { 'plantstore power': 120 },
+  memory: { 'plantstore power': { peakMb: 120, ownPeakMb: 70.4, fileMb: 49.6 } },
   fsyncP50ms: 1,
   largePlants: 1_000_000,
   smallPlants: 10_000,
@@ -282,7 +282,15 @@ describe('checks', () => {
   it('says "not measured" of a target without its row, and judges the facts', () => {
     const all = checks([], facts);
     assert.equal(all.find((c) => c.target.startsWith('POST /plants PostgreSQL'))?.met, undefined);
-    assert.equal(all.find((c) => c.target.startsWith('peak RSS'))?.met, true);
+    const rss = all.find((c) => c.target.startsWith('peak RSS'));
+    assert.equal(rss?.met, true);
+    assert.equal(rss?.measured, 'plantstore power 120 MB (own memory at most 70, file pages 50)');
+    const over = checks([], {
+      ...facts,
+      memory: { ...facts.memory, 'plantstore process': { peakMb: 161 } },
+    }).find((c) => c.target.startsWith('peak RSS'));
+    assert.equal(over?.met, false, 'the peak is judged, whatever of it is file pages');
+    assert.match(over!.measured, /, plantstore process 161 MB$/);
     assert.equal(
       all.find((c) => c.target.startsWith('start to ready'))?.measured,
       'median 700 ms of 600, 700, 1200',

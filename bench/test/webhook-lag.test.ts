@@ -29,7 +29,7 @@ describe('the webhook lag phase', () => {
       at: { serverCores: '0-1', logLevel: 'warn' },
       rounds: 1,
       turnSeconds: 1,
-      facts: { starts: [], rssMb: {}, largePlants: 0, smallPlants: 0 },
+      facts: { starts: [], memory: {}, largePlants: 0, smallPlants: 0 },
       log: (line) => t.diagnostic(line),
     };
     const postgresUrl = POSTGRES_SKIP ? undefined : POSTGRES_URL;
