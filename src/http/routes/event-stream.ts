@@ -31,8 +31,9 @@ function textOf(events: ChangeEvent[]): string {
  * The body of an event stream: the events after `after`, then each new one as the feed hears
  * of it, a heartbeat whenever nothing happened for the feed's heartbeat time. A Readable of
  * bytes, pulled by the answer as the client takes them: a client that stops reading stops
- * the reads of the feed, holds what its buffers hold (16 KiB here), and is cut off by the
- * connection's send timeout (http/connections.ts). Ends when the feed closes (shutdown), and
+ * the reads of the feed, holds what its buffers hold (a batch of at most 100 events here, one
+ * more the answer took, and the socket's buffer), and is cut off by the connection's send
+ * timeout (http/connections.ts). Ends when the feed closes (shutdown), and
  * when the events it would send next are no longer kept or cannot be read (logged): the
  * client resumes with Last-Event-ID, and learns why. `release` is called once it is over, or
  * as soon as `gone` aborts (the client's connection closed): a stream waiting for the next
@@ -55,7 +56,10 @@ export function eventStream(
     stop.abort();
     release();
   };
-  gone.addEventListener('abort', end, { once: true });
+  // The client may have gone while the stream was being set up (its first read of the
+  // feed): the listener would never run, and the slot would wait for the answer to fail.
+  if (gone.aborted) end();
+  else gone.addEventListener('abort', end, { once: true });
   stream.once('close', () => {
     gone.removeEventListener('abort', end);
     end();

@@ -20,10 +20,9 @@ export function eventRoutes(app: FastifyInstance, feed: EventFeed, tokens: Token
   const open: OpenStreams = new Set();
   app.addHook('preClose', (done) => {
     feed.close();
-    // Streams waiting for an event end with the feed. One whose client has stopped reading
-    // holds text it cannot send and would keep the shutdown waiting for its grace: cut it
-    // off (the client resumes from its last event elsewhere).
-    for (const { body, response } of open) if (body.readableLength > 0) response.destroy();
+    // Streams waiting for an event end with the feed; those whose client stopped reading are
+    // cut off (the client resumes from its last event elsewhere).
+    for (const entry of open) if (holdsUnsent(entry)) entry.response.destroy();
     done();
   });
 
@@ -75,8 +74,23 @@ async function longPoll(
   }
 }
 
-/** The streams being answered, with their bodies. */
-type OpenStreams = Set<{ body: Readable; response: FastifyReply['raw'] }>;
+/** A stream being answered: its body, and the answer it is piped into. */
+interface OpenStream {
+  body: Pick<Readable, 'readableLength'>;
+  response: Pick<FastifyReply['raw'], 'writableLength' | 'destroy'>;
+}
+
+/** The streams being answered. */
+type OpenStreams = Set<OpenStream>;
+
+/**
+ * Whether a stream holds text its client has not taken: in its body, or, once the body has
+ * handed all it had to the answer, in the answer's and the socket's buffers (a client that
+ * stopped reading while the stream was caught up). Such a stream would keep a shutdown
+ * waiting for its grace.
+ */
+export const holdsUnsent = ({ body, response }: OpenStream): boolean =>
+  body.readableLength > 0 || response.writableLength > 0;
 
 async function stream(
   feed: EventFeed,

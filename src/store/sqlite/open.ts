@@ -84,7 +84,7 @@ export function openSqliteStore(
     webhooks,
     webhookEvents,
     webhookQueue,
-    events: sqliteEventLog(db, batches, appended),
+    events: sqliteEventLog(db, batches, appended, log),
     migration,
     async ping() {
       guard(() => ping.get());

@@ -3,6 +3,7 @@
 // seq follows the commits (see the migration 0010_changes_feed.sql): an entry is readable, in
 // its place, as soon as its write has committed.
 import type Database from 'better-sqlite3';
+import type { Log } from '../../core/log.js';
 import type { EventLog } from '../event-log.js';
 import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
 import type { MessageSignal } from '../webhook-rows.js';
@@ -23,6 +24,7 @@ export function sqliteEventLog(
   db: Database.Database,
   batches: GroupCommit,
   appended: MessageSignal<readonly EventRow[] | undefined>,
+  log: Log,
 ): EventLog {
   const write = batchedWrites(batches);
   const horizon = db.prepare('SELECT position FROM event_horizon').pluck();
@@ -61,7 +63,7 @@ export function sqliteEventLog(
         return passed.length;
       }),
     onAppended(listener) {
-      polling ??= new DataVersionPoll(db, () => appended.fire(undefined));
+      polling ??= new DataVersionPoll(db, () => appended.fire(undefined), log);
       polling.add();
       const off = appended.on((entries) =>
         listener(entries && (() => entries.map((entry) => toChangeEvent(entry, sqliteTime)))),
@@ -79,11 +81,14 @@ class DataVersionPoll {
   private listeners = 0;
   private timer: NodeJS.Timeout | undefined;
   private version: unknown;
+  /** A look has failed since the last that succeeded: the streak is logged once. */
+  private failing = false;
   private readonly dataVersion: Database.Statement;
 
   constructor(
     private readonly db: Database.Database,
     private readonly changed: () => void,
+    private readonly log: Log,
   ) {
     this.dataVersion = db.prepare('PRAGMA data_version').pluck();
   }
@@ -116,9 +121,19 @@ class DataVersionPoll {
 
   private read(): unknown {
     try {
-      return this.dataVersion.get();
-    } catch {
-      // A locked or closing database: look again at the next tick.
+      const version = this.dataVersion.get();
+      if (this.failing) {
+        this.failing = false;
+        this.log.info({}, "other processes' commits are seen again");
+      }
+      return version;
+    } catch (error) {
+      // A locked or closing database: look again at the next tick. Until a look succeeds,
+      // streams hear of other processes' commits only by the feed's own slower poll.
+      if (!this.failing) {
+        this.failing = true;
+        this.log.warn({ err: error }, "could not look for other processes' commits; trying again");
+      }
       return this.version;
     }
   }

@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import { Readable } from 'node:stream';
+import { test } from 'node:test';
+import { holdsUnsent } from '../../src/http/routes/events.js';
+
+// At shutdown a stream whose client stopped reading is cut off, not waited for. Its text may
+// be in its body, or (the stream caught up, its body empty) in the answer's and the socket's
+// buffers: the answer's writableLength must see those, on a real socket.
+
+/** An answer on a real connection whose client reads, or does not, what is written to it. */
+async function answer(t: test.TestContext, reads: boolean): Promise<ServerResponse> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.closeAllConnections());
+  t.after(() => server.close());
+  const { port } = server.address() as { port: number };
+  const client = connect(port, '127.0.0.1', () =>
+    client.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n'),
+  );
+  t.after(() => client.destroy());
+  if (reads) client.resume();
+  else client.pause();
+  const [, response] = (await once(server, 'request')) as [unknown, ServerResponse];
+  return response;
+}
+
+const emptyBody = () => Readable.from([]);
+
+test('a stream whose client stopped reading holds unsent text, also with its body empty', async (t) => {
+  const stalled = await answer(t, false);
+  // More than the kernel's buffers on both sides take: the rest waits in the process.
+  for (let i = 0; i < 64; i++) stalled.write(Buffer.alloc(1 << 20, 'x'));
+  assert.ok(stalled.writableLength > 0);
+  assert.equal(holdsUnsent({ body: emptyBody(), response: stalled }), true);
+});
+
+test('a stream whose client reads, caught up, holds nothing unsent', async (t) => {
+  const reading = await answer(t, true);
+  if (!reading.write(Buffer.alloc(1 << 20, 'x'))) await once(reading, 'drain');
+  assert.equal(holdsUnsent({ body: emptyBody(), response: reading }), false);
+  const body = new Readable({ read() {} });
+  body.push('id: 7\n\n');
+  assert.equal(holdsUnsent({ body, response: reading }), true, 'text still in the body');
+});
