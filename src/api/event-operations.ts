@@ -31,7 +31,8 @@ export const listEvents = {
     'over: take the position of `after=now`, read `GET /plants` again, and follow the ' +
     'events after that position. Each ' +
     'process serves `--max-event-streams` streams and long polls at once ' +
-    `(${EVENT_LIMITS.maxStreams} by default); past it, \`503\` (50302) with \`Retry-After\`.`,
+    `(by default a quarter of \`--max-connections\`: ${EVENT_LIMITS.maxStreams} with its ` +
+    'default); past it, `503` (50302) with `Retry-After`.',
   tag: 'events',
   scope: 'events:read',
   query: EventQuery,

@@ -5,6 +5,7 @@ import {
   PlantstoreError,
   type ClientOptions,
 } from '../../packages/client/src/index.js';
+import { recordingClient } from '../helpers/fake-client.js';
 
 interface Sent {
   method: string;
@@ -18,7 +19,6 @@ type Reply = { status: number; body?: string; headers?: Record<string, string> }
 /** A client whose fetch answers from `replies` in turn and records what was sent. */
 function fake(replies: Reply[], options: Partial<ClientOptions> = {}) {
   const sent: Sent[] = [];
-  const slept: number[] = [];
   const fetch = async (input: string | URL | Request, init?: RequestInit) => {
     sent.push({
       method: init?.method ?? 'GET',
@@ -33,15 +33,7 @@ function fake(replies: Reply[], options: Partial<ClientOptions> = {}) {
       headers: { ...json, ...reply.headers },
     });
   };
-  const client = createClient({
-    baseUrl: 'http://plants.test:8080/',
-    token: 'pst_x',
-    fetch,
-    sleep: async (ms) => {
-      slept.push(ms);
-    },
-    ...options,
-  });
+  const { client, slept } = recordingClient(fetch, options);
   return { client, sent, slept };
 }
 

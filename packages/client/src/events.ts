@@ -46,10 +46,15 @@ const DATA_SHAPE = int64Shapes['GET /events']?.['200']?.items?.properties?.data;
  */
 type Step = FeedEvent | { cursor: bigint };
 
-/** An error to give up on: anything but the server being busy, gone for a moment, or cut off. */
+/**
+ * Statuses that say "not now" rather than "never": the server busy or failing for a moment,
+ * or a proxy in front of it timing out (a long poll held past its read timeout).
+ */
+const PASSING = new Set([408, 429, 500, 502, 503, 504]);
+
+/** An error to give up on: a refusal (401, 403, 410, 400...), not a passing failure. */
 function fatal(error: unknown): boolean {
-  if (!(error instanceof PlantstoreError)) return false;
-  return error.status !== 429 && error.status !== 503 && error.status !== 502;
+  return error instanceof PlantstoreError && !PASSING.has(error.status);
 }
 
 /**
@@ -74,7 +79,16 @@ export async function* events(
   const sleep = requests.options.sleep ?? abortableSleep;
   let position = after;
   let failures = 0;
+  const backoff = async (asked: number | undefined) => {
+    const wait =
+      asked !== undefined
+        ? asked * 1000
+        : backoffMs * 2 ** Math.min(failures, 16) * (0.5 + Math.random() / 2);
+    failures += 1;
+    await sleep(Math.min(wait, maxBackoffMs), signal).catch(() => undefined);
+  };
   while (!signal?.aborted) {
+    let yielded = false;
     try {
       const batches =
         mode === 'poll'
@@ -88,22 +102,20 @@ export async function* events(
         // Only an event resets the backoff: a server that opens streams and fails at once
         // must not be asked again at the shortest wait forever.
         failures = 0;
+        yielded = true;
         position = step.position;
         yield step;
       }
     } catch (error) {
       if (signal?.aborted) return;
       if (fatal(error)) throw error;
-      const asked = error instanceof PlantstoreError ? error.retryAfter : undefined;
-      const wait =
-        asked !== undefined
-          ? asked * 1000
-          : backoffMs * 2 ** Math.min(failures, 16) * (0.5 + Math.random() / 2);
-      failures += 1;
-      await sleep(Math.min(wait, maxBackoffMs), signal).catch(() => undefined);
+      await backoff(error instanceof PlantstoreError ? error.retryAfter : undefined);
       continue;
     }
-    // The stream ended cleanly (the server is shutting down): resume at once, elsewhere.
+    // The stream ended cleanly: after events (a server shutting down), resume at once,
+    // elsewhere; with none, wait as after a failure, so that a server ending streams at once
+    // is not asked again in a tight loop.
+    if (!yielded && !signal?.aborted) await backoff(undefined);
   }
 }
 
@@ -159,15 +171,22 @@ async function* stream(
         const line = buffer.slice(0, end).replace(/\r$/, '');
         buffer = buffer.slice(end + 1);
         if (line === '') {
+          let step: Step | undefined;
           if (fields.data !== undefined && fields.id !== undefined) {
-            yield {
+            step = {
               position: BigInt(fields.id),
               type: fields.event as FeedEvent['type'],
               data: parseBody(fields.data, DATA_SHAPE) as Plant,
             };
           } else if (fields.id !== undefined && /^[0-9]+$/.test(fields.id)) {
             // The position the stream starts after (the server sends it first).
-            yield { cursor: BigInt(fields.id) };
+            step = { cursor: BigInt(fields.id) };
+          }
+          if (step !== undefined) {
+            // The time the caller takes over an event is not the server's silence.
+            clearTimeout(idle);
+            yield step;
+            awake();
           }
           fields = {};
         } else if (!line.startsWith(':')) {
