@@ -147,3 +147,49 @@ export function childrenCpuSeconds(stderr: string): number | undefined {
   const [, um, us, sm, ss] = match.map(Number) as number[];
   return um! * 60 + us! + sm! * 60 + ss!;
 }
+
+/** Every process's CPU seconds (utime + stime of /proc/<pid>/stat), by pid. */
+export function processTable(): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const entry of listDir('/proc') ?? []) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = read(`/proc/${entry}/stat`);
+    if (stat !== undefined) out.set(Number(entry), statCpuSeconds(stat));
+  }
+  return out;
+}
+
+/**
+ * What a process is, for a person reading why a row is invalid: its command line, cut to
+ * 40 characters (`postgres: autovacuum worker`), or for a kernel thread its name
+ * (`kdamond.0`, `kswapd0`).
+ */
+export function processName(pid: number): string {
+  const line = read(`/proc/${pid}/cmdline`)?.replaceAll('\0', ' ').trim();
+  if (line) return line.slice(0, 40);
+  const stat = read(`/proc/${pid}/stat`);
+  return stat === undefined
+    ? `pid ${pid}`
+    : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+}
+
+/**
+ * The CPU seconds each process outside `mine` used between two tables, summed by name,
+ * those of at least `least` seconds: who made another load that invalidates a row.
+ */
+export function othersByName(
+  before: Map<number, number>,
+  after: Map<number, number>,
+  mine: ReadonlySet<number>,
+  least: number,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [pid, seconds] of after) {
+    if (mine.has(pid)) continue;
+    const used = seconds - (before.get(pid) ?? 0);
+    if (used < least) continue;
+    const name = processName(pid);
+    out[name] = (out[name] ?? 0) + used;
+  }
+  return out;
+}

@@ -29,6 +29,8 @@ export interface TurnFigures {
   idleCores: number;
   /** Cores' worth of CPU used by other processes during the turn. */
   otherCores?: number;
+  /** The same, by the name of the process that used it (those of 10 ms or more a turn). */
+  otherCoresByName?: Record<string, number>;
   stealCores?: number;
 }
 
@@ -46,13 +48,20 @@ export function figures(t: TurnMeasure): TurnFigures {
   };
   if (t.dbCpu !== undefined) out.dbCpuUs = (t.dbCpu / w.requests) * 1e6;
   if (t.otherCpu !== undefined) out.otherCores = t.otherCpu / t.wall;
+  if (t.othersByName !== undefined) {
+    out.otherCoresByName = Object.fromEntries(
+      Object.entries(t.othersByName).map(([name, seconds]) => [name, seconds / t.wall]),
+    );
+  }
   if (t.steal !== undefined) out.stealCores = t.steal / t.wall;
   return out;
 }
 
 /** A side of a row: the medians of its turns' figures; errors are summed. */
-export interface Side extends Omit<TurnFigures, 'errors'> {
+export interface Side extends Omit<TurnFigures, 'errors' | 'otherCoresByName'> {
   name: string;
+  /** The processes that made most of the other load, in cores over the side's turns. */
+  othersText?: string;
   turns: number;
   errors: number;
   /** wrk's error counts over the turns, by kind, for the reasons. */
@@ -87,7 +96,27 @@ export function side(name: string, turns: TurnMeasure[]): Side {
     const value = pick(all, key);
     if (value !== undefined) out[key] = value;
   }
+  const others = topOthers(all);
+  if (others !== undefined) out.othersText = others;
   return out;
+}
+
+/** The three processes that used most of the other load, its mean over the turns, in cores. */
+function topOthers(all: TurnFigures[]): string | undefined {
+  const measured = all.filter((f) => f.otherCoresByName !== undefined);
+  if (measured.length === 0) return undefined;
+  const sums = new Map<string, number>();
+  for (const f of measured) {
+    for (const [name, cores] of Object.entries(f.otherCoresByName!)) {
+      sums.set(name, (sums.get(name) ?? 0) + cores);
+    }
+  }
+  const top = [...sums]
+    .map(([name, sum]) => [name, sum / measured.length] as const)
+    .filter(([, cores]) => cores >= 0.005)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3);
+  return top.length === 0 ? undefined : top.map(([n, c]) => `${n} ${c.toFixed(2)}`).join(', ');
 }
 
 /** Per-round ratios of a subject to a yardstick, whose turns are listed round by round. */

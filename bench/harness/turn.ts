@@ -4,7 +4,15 @@
  * before and after.
  */
 import { spawnSync } from 'node:child_process';
-import { machineCpu, processCpuSeconds, statusMb, treeCpuSeconds } from './cpu.js';
+import {
+  machineCpu,
+  othersByName,
+  processCpuSeconds,
+  processTable,
+  processTree,
+  statusMb,
+  treeCpuSeconds,
+} from './cpu.js';
 import type { Server } from './servers.js';
 import { type LoadSpec, runWrk, type WrkResult } from './wrk.js';
 
@@ -88,6 +96,8 @@ export interface TurnMeasure {
   idleCpu: number;
   /** The machine's busy time minus everything above and this harness: someone else's load. */
   otherCpu?: number;
+  /** Who made that other load: CPU seconds by process name, those of 10 ms or more. */
+  othersByName?: Record<string, number>;
   steal?: number;
   /** Seconds from the first reading to the last. */
   wall: number;
@@ -159,6 +169,7 @@ export async function measureTurn(
   spawnSync('sync');
   const backends = await c.backends?.();
   const idle = o.serverPids.filter((p) => p !== c.server.pid);
+  const tableBefore = processTable();
   const before = read(c.server.pid, idle, backends);
   const wrk = await runWrk({
     url: c.server.url,
@@ -172,6 +183,10 @@ export async function measureTurn(
     ...(o.wrkCore !== undefined && { core: o.wrkCore }),
   });
   const after = read(c.server.pid, idle, backends);
+  // Everything this harness started (wrk, every server and its workers) and the loaded
+  // server's backends are accounted for; what else ran is named.
+  const mine = new Set([...processTree(process.pid), ...(backends ?? [])]);
+  const others = othersByName(tableBefore, processTable(), mine, 0.01);
   const own = statusMb(c.server.pid, 'RssAnon');
   if (own !== undefined) c.ownPeakMb = Math.max(c.ownPeakMb ?? 0, own);
   if (after.db !== undefined) after.db += await newBackendsCpu(c, backends);
@@ -180,7 +195,9 @@ export async function measureTurn(
   if (before.server === undefined || after.server === undefined) {
     throw new Error(`${c.name} (pid ${c.server.pid}) ended during its turn`);
   }
-  return measureOf(c.name, wrk, before, after);
+  const m = measureOf(c.name, wrk, before, after);
+  if (m.otherCpu !== undefined) m.othersByName = others;
+  return m;
 }
 
 function measureOf(

@@ -49,7 +49,8 @@ export function sideReasons(s: Side, expect: SideExpectations): string[] {
   const others = (s.otherCores ?? 0) + s.idleCores;
   if (others > LIMITS.otherMax) {
     reasons.push(
-      `other processes used ${others.toFixed(2)} cores during ${s.name}'s turns, the run's idle servers ${s.idleCores.toFixed(2)} of them (limit ${LIMITS.otherMax})`,
+      `other processes used ${others.toFixed(2)} cores during ${s.name}'s turns, the run's idle servers ${s.idleCores.toFixed(2)} of them (limit ${LIMITS.otherMax})` +
+        (s.othersText === undefined ? '' : `; the most: ${s.othersText}`),
     );
   }
   if (s.stealCores !== undefined && s.stealCores > LIMITS.stealMax) {

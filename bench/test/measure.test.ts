@@ -4,7 +4,9 @@ import {
   childrenCpuSeconds,
   CLK_TCK,
   cpuSince,
+  othersByName,
   parseProcStat,
+  processName,
   statCpuSeconds,
 } from '../harness/cpu.js';
 import { createdCount, importLines } from '../phases/imports.js';
@@ -38,6 +40,16 @@ describe('/proc readings', () => {
       [12, 0.25],
     ]);
     assert.equal(cpuSince(before, after), 0.75);
+  });
+
+  it('names the processes outside the run that used CPU, summed by name', () => {
+    const me = process.pid;
+    const before = new Map([[me, 1]]);
+    const after = new Map([[me, 1.5]]);
+    assert.match(processName(me), /node/);
+    assert.deepEqual(othersByName(before, after, new Set(), 0.01), { [processName(me)]: 0.5 });
+    assert.deepEqual(othersByName(before, after, new Set([me]), 0.01), {}, 'its own left out');
+    assert.deepEqual(othersByName(before, after, new Set(), 0.6), {}, 'too little to name');
   });
 
   it("finds the local ports of a process's connections to one remote port", () => {
@@ -110,6 +122,22 @@ describe('figures', () => {
     const s = side('a', [turn(1, { read: 2, status: 3 }), turn(1, { timeout: 1 })]);
     assert.equal(s.errors, 6);
     assert.equal(s.errorText, '2 read, 3 status ≥ 400, 1 timeout');
+  });
+
+  it('names the processes that made most of the other load, their mean over the turns', () => {
+    const s = side('a', [
+      turn(
+        1,
+        {},
+        { otherCpu: 0.3, othersByName: { 'kdamond.0': 0.24, 'postgres: walwriter': 0.04 } },
+      ),
+      turn(1, {}, { otherCpu: 0.2, othersByName: { 'kdamond.0': 0.16, kswapd0: 0.004 } }),
+      turn(1),
+    ]);
+    // Turns of 2 s: kdamond.0 0.12 and 0.08 cores, the walwriter 0.02 and none, kswapd0 too
+    // little to name; the turn without a reading does not count.
+    assert.equal(s.othersText, 'kdamond.0 0.10, postgres: walwriter 0.01');
+    assert.equal(side('b', [turn(1)]).othersText, undefined);
   });
 
   it('takes medians over turns, ignoring what is not a number', () => {

@@ -49,6 +49,8 @@ describe('sideReasons', () => {
       sideReasons({ ...busy, otherCores: 0, idleCores: 0.2 }, cpuBound)[0]!,
       /idle servers 0\.20/,
     );
+    const named = { ...busy, otherCores: 0.2, othersText: 'kdamond.0 0.15' };
+    assert.match(sideReasons(named, cpuBound)[0]!, /0\.21 cores.*; the most: kdamond\.0 0\.15$/);
   });
 
   it('marks steal, errors and wrong statuses', () => {
