@@ -193,3 +193,17 @@ export function othersByName(
   }
   return out;
 }
+
+/** The processes above `pid` (its parent, theirs...), init left out. */
+export function ancestorsOf(pid: number): number[] {
+  const out: number[] = [];
+  for (let at = pid; ;) {
+    const stat = read(`/proc/${at}/stat`);
+    // Field 4 of stat(5), the first after the state, which follows the command name.
+    const parent =
+      stat === undefined ? 0 : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (!(parent > 1)) return out;
+    out.push(parent);
+    at = parent;
+  }
+}

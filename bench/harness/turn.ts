@@ -5,6 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import {
+  ancestorsOf,
   machineCpu,
   othersByName,
   processCpuSeconds,
@@ -183,10 +184,15 @@ export async function measureTurn(
     ...(o.wrkCore !== undefined && { core: o.wrkCore }),
   });
   const after = read(c.server.pid, idle, backends);
-  // Everything this harness started (wrk, every server and its workers) and the loaded
-  // server's backends are accounted for; what else ran is named.
-  const mine = new Set([...processTree(process.pid), ...(backends ?? [])]);
-  const others = othersByName(tableBefore, processTable(), mine, 0.01);
+  const tableAfter = processTable();
+  // Everything this harness started (wrk, every server and its workers), what started it and
+  // the loaded server's backends are accounted for; what else ran is named.
+  const mine = new Set([...processTree(process.pid), ...LAUNCHERS, ...(backends ?? [])]);
+  const others = othersByName(tableBefore, tableAfter, mine, 0.01);
+  const launchers = LAUNCHERS.reduce(
+    (sum, pid) => sum + (tableAfter.get(pid) ?? 0) - (tableBefore.get(pid) ?? 0),
+    0,
+  );
   const own = statusMb(c.server.pid, 'RssAnon');
   if (own !== undefined) c.ownPeakMb = Math.max(c.ownPeakMb ?? 0, own);
   if (after.db !== undefined) after.db += await newBackendsCpu(c, backends);
@@ -196,9 +202,18 @@ export async function measureTurn(
     throw new Error(`${c.name} (pid ${c.server.pid}) ended during its turn`);
   }
   const m = measureOf(c.name, wrk, before, after);
-  if (m.otherCpu !== undefined) m.othersByName = others;
+  if (m.otherCpu !== undefined) {
+    m.otherCpu -= launchers;
+    m.othersByName = others;
+  }
   return m;
 }
+
+/**
+ * What started this harness: npm and tsx's own process, which relays the harness's output. Their
+ * CPU is the harness's, not another load.
+ */
+const LAUNCHERS = ancestorsOf(process.pid);
 
 function measureOf(
   contender: string,

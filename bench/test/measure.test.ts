@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  ancestorsOf,
   childrenCpuSeconds,
   CLK_TCK,
   cpuSince,
@@ -40,6 +41,12 @@ describe('/proc readings', () => {
       [12, 0.25],
     ]);
     assert.equal(cpuSince(before, after), 0.75);
+  });
+
+  it("finds a process's ancestors, its parent first, init left out", () => {
+    const above = ancestorsOf(process.pid);
+    assert.equal(above[0], process.ppid);
+    assert.ok(!above.includes(1) && !above.includes(0));
   });
 
   it('names the processes outside the run that used CPU, summed by name', () => {
