@@ -194,6 +194,20 @@ export function othersByName(
   return out;
 }
 
+/**
+ * The processes above `pid` that launched it through npm or tsx: its ancestors up to the first
+ * that is not node (npm, npx, tsx), nor the shell npm runs a script in.
+ */
+export function launchersOf(pid: number): number[] {
+  const launcher = /^(\S*\/)?(node|npm|npx|tsx)( |$)|^(\S*\/)?sh -c /;
+  const out: number[] = [];
+  for (const parent of ancestorsOf(pid)) {
+    if (!launcher.test(processName(parent))) break;
+    out.push(parent);
+  }
+  return out;
+}
+
 /** The processes above `pid` (its parent, theirs...), init left out. */
 export function ancestorsOf(pid: number): number[] {
   const out: number[] = [];

@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import {
-  ancestorsOf,
+  launchersOf,
   machineCpu,
   othersByName,
   processCpuSeconds,
@@ -135,10 +135,9 @@ function read(pid: number, idle: number[], backends: number[] | undefined): Read
  * 0.4 s of CPU in a 1 s turn. They counted as other processes' load before, enough to mark a
  * row invalid in a measured turn.
  */
-async function newBackendsCpu(c: Contender, before: number[] | undefined): Promise<number> {
-  if (before === undefined || c.backends === undefined) return 0;
+function newBackendsCpu(before: number[] | undefined, now: number[] | undefined): number {
+  if (before === undefined || now === undefined) return 0;
   const known = new Set(before);
-  const now = (await c.backends()) ?? [];
   return now.filter((p) => !known.has(p)).reduce((sum, p) => sum + (processCpuSeconds(p) ?? 0), 0);
 }
 
@@ -187,7 +186,14 @@ export async function measureTurn(
   const tableAfter = processTable();
   // Everything this harness started (wrk, every server and its workers), what started it and
   // the loaded server's backends are accounted for; what else ran is named.
-  const mine = new Set([...processTree(process.pid), ...LAUNCHERS, ...(backends ?? [])]);
+  // The backends the server's pool opened during the turn count as the database's too.
+  const backendsNow = await c.backends?.();
+  const mine = new Set([
+    ...processTree(process.pid),
+    ...LAUNCHERS,
+    ...(backends ?? []),
+    ...(backendsNow ?? []),
+  ]);
   const others = othersByName(tableBefore, tableAfter, mine, 0.01);
   const launchers = LAUNCHERS.reduce(
     (sum, pid) => sum + (tableAfter.get(pid) ?? 0) - (tableBefore.get(pid) ?? 0),
@@ -195,7 +201,7 @@ export async function measureTurn(
   );
   const own = statusMb(c.server.pid, 'RssAnon');
   if (own !== undefined) c.ownPeakMb = Math.max(c.ownPeakMb ?? 0, own);
-  if (after.db !== undefined) after.db += await newBackendsCpu(c, backends);
+  if (after.db !== undefined) after.db += newBackendsCpu(backends, backendsNow);
   await settle(c.server.url);
   if (scenario.restore) c.redo = await scenario.restore(c, wrk);
   if (before.server === undefined || after.server === undefined) {
@@ -210,10 +216,11 @@ export async function measureTurn(
 }
 
 /**
- * What started this harness: npm and tsx's own process, which relays the harness's output. Their
- * CPU is the harness's, not another load.
+ * What started this harness: npm, its shell and tsx's own process, which relays the harness's
+ * output. Their CPU is the harness's, not another load; the ancestors above them (a terminal,
+ * a CI agent) are not the harness and stay counted.
  */
-const LAUNCHERS = ancestorsOf(process.pid);
+const LAUNCHERS = launchersOf(process.pid);
 
 function measureOf(
   contender: string,

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   ancestorsOf,
+  launchersOf,
   childrenCpuSeconds,
   CLK_TCK,
   cpuSince,
@@ -47,6 +48,10 @@ describe('/proc readings', () => {
     const above = ancestorsOf(process.pid);
     assert.equal(above[0], process.ppid);
     assert.ok(!above.includes(1) && !above.includes(0));
+    // This test runs under node's test runner (node), itself under npm or a shell.
+    const launchers = launchersOf(process.pid);
+    assert.equal(launchers[0], process.ppid);
+    assert.deepEqual(launchers, above.slice(0, launchers.length));
   });
 
   it('names the processes outside the run that used CPU, summed by name', () => {
