@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type FeedEvent, PlantstoreError } from '../../packages/client/src/index.js';
+import { getEventListeners } from 'node:events';
+import {
+  type ClientOptions,
+  createClient,
+  type FeedEvent,
+  PlantstoreError,
+} from '../../packages/client/src/index.js';
 import { recordingClient } from '../helpers/fake-client.js';
 
 // The client's events() against a fetch of the test's own: when it connects again, how long
@@ -37,12 +43,16 @@ class Connection {
 
 type Answer = Connection | { status: number; headers?: Record<string, string> };
 
-/** A client whose fetch gives `answers` in turn; what it sent and how long it slept. */
-function feedClient(answers: Answer[]) {
+/**
+ * A client whose fetch gives `answers` in turn (a function is called at that moment); what it
+ * sent and how long it slept.
+ */
+function feedClient(answers: (Answer | (() => Answer))[], options: Partial<ClientOptions> = {}) {
   const lastEventIds: (string | undefined)[] = [];
   const fetch = async (_url: string | URL | Request, init?: RequestInit) => {
     lastEventIds.push((init?.headers as Record<string, string>)['last-event-id']);
-    const answer = answers.shift() ?? assert.fail('more connections than answers');
+    const next = answers.shift() ?? assert.fail('more connections than answers');
+    const answer = typeof next === 'function' ? next() : next;
     if (answer instanceof Connection) {
       answer.attach(init?.signal);
       return new Response(answer.body, {
@@ -55,7 +65,7 @@ function feedClient(answers: Answer[]) {
       headers: { 'content-type': 'application/json', ...answer.headers },
     });
   };
-  const { client, slept } = recordingClient(fetch);
+  const { client, slept } = recordingClient(fetch, options);
   return { client, lastEventIds, slept };
 }
 
@@ -132,6 +142,49 @@ test('events(): a stream ended with no event is opened again after a wait, one e
   assert.equal(slept.length, 2, 'a wait after each empty stream, none after events');
   assert.ok(slept[1]! > slept[0]! / 2 && slept[1]! >= 100, `growing: ${slept.join(', ')}`);
   assert.deepEqual(lastEventIds, ['5', '5', '5', '6']);
+  stop.abort();
+  await feed.return();
+});
+
+test('events(): a stream that lasted and ended with no event is opened again at once', async () => {
+  let clock = 0;
+  const { client, slept } = feedClient(
+    [
+      () => {
+        clock += 60_000; // open a minute on a quiet feed, then the server shut down
+        return new Connection().send('id: 5\n\n').end();
+      },
+      new Connection().send('id: 5\n\n').end(),
+      new Connection().send(`id: 5\n\n${frame(6)}`),
+    ],
+    { now: () => clock },
+  );
+  const stop = new AbortController();
+  const feed = client.events({ after: 5n, signal: stop.signal, backoffMs: 100 });
+  assert.equal(await next(feed), 6n);
+  assert.equal(slept.length, 1, 'no wait after the one that lasted, one after the short one');
+  assert.ok(slept[0]! <= 100, 'the backoff starts over after a connection that lasted');
+  stop.abort();
+  await feed.return();
+});
+
+test('events(): its waits between connections leave no listener on the signal', async () => {
+  const answers = [
+    ...Array.from({ length: 12 }, () => new Connection().send('id: 0\n\n').end()),
+    new Connection().send(`id: 0\n\n${frame(1)}`),
+  ];
+  const fetch = async (_url: string | URL | Request, init?: RequestInit) => {
+    const answer = answers.shift() ?? assert.fail('more connections than answers');
+    answer.attach(init?.signal);
+    return new Response(answer.body, { headers: { 'content-type': 'text/event-stream' } });
+  };
+  // The client's own waits, not the test's: 1 to 2 ms each.
+  const client = createClient({ baseUrl: 'http://plants.test:8080/', token: 'pst_x', fetch });
+  const stop = new AbortController();
+  const feed = client.events({ signal: stop.signal, backoffMs: 1, maxBackoffMs: 2 });
+  assert.equal(await next(feed), 1n);
+  // The open stream's own listener only.
+  assert.equal(getEventListeners(stop.signal, 'abort').length, 1);
   stop.abort();
   await feed.return();
 });

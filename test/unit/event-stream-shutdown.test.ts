@@ -4,6 +4,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { Readable } from 'node:stream';
 import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { holdsUnsent } from '../../src/http/routes/events.js';
 
 // At shutdown a stream whose client stopped reading is cut off, not waited for. Its text may
@@ -34,6 +35,13 @@ test('a stream whose client stopped reading holds unsent text, also with its bod
   const stalled = await answer(t, false);
   // More than the kernel's buffers on both sides take: the rest waits in the process.
   for (let i = 0; i < 64; i++) stalled.write(Buffer.alloc(1 << 20, 'x'));
+  // Stuck, not merely not yet sent: a client that reads takes 64 MiB in far less than a second
+  // here (the test below waits for it); this one has not after one.
+  const drained = await Promise.race([
+    once(stalled, 'drain').then(() => true),
+    delay(1_000).then(() => false),
+  ]);
+  assert.equal(drained, false, 'the client was reading');
   assert.ok(stalled.writableLength > 0);
   assert.equal(holdsUnsent({ body: emptyBody(), response: stalled }), true);
 });

@@ -77,6 +77,7 @@ export async function* events(
   const backoffMs = timing.backoffMs ?? 500;
   const maxBackoffMs = timing.maxBackoffMs ?? 30_000;
   const sleep = requests.options.sleep ?? abortableSleep;
+  const now = requests.options.now ?? Date.now;
   let position = after;
   let failures = 0;
   const backoff = async (asked: number | undefined) => {
@@ -89,6 +90,7 @@ export async function* events(
   };
   while (!signal?.aborted) {
     let yielded = false;
+    const opened = now();
     try {
       const batches =
         mode === 'poll'
@@ -99,12 +101,14 @@ export async function* events(
           position = step.cursor;
           continue;
         }
-        // Only an event resets the backoff: a server that opens streams and fails at once
-        // must not be asked again at the shortest wait forever.
+        // An event resets the backoff (so does a connection that lasted, below); a server
+        // that opens streams and fails at once must not be asked again at the shortest wait
+        // forever.
         failures = 0;
         yielded = true;
         position = step.position;
         yield step;
+        if (signal?.aborted) return;
       }
     } catch (error) {
       if (signal?.aborted) return;
@@ -112,10 +116,12 @@ export async function* events(
       await backoff(error instanceof PlantstoreError ? error.retryAfter : undefined);
       continue;
     }
-    // The stream ended cleanly: after events (a server shutting down), resume at once,
-    // elsewhere; with none, wait as after a failure, so that a server ending streams at once
-    // is not asked again in a tight loop.
-    if (!yielded && !signal?.aborted) await backoff(undefined);
+    // The stream ended cleanly (a server shutting down): resume at once, elsewhere, after
+    // events or a connection that lasted; one that ended soon with none waits as after a
+    // failure, so that a server ending streams at once is not asked again in a tight loop.
+    if (signal?.aborted) return;
+    if (yielded || now() - opened >= maxBackoffMs) failures = 0;
+    else await backoff(undefined);
   }
 }
 
@@ -227,13 +233,14 @@ async function* poll(
 const abortableSleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      'abort',
-      () => {
-        clearTimeout(timer);
-        reject(signal.reason);
-      },
-      { once: true },
-    );
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    // The listener goes with the wait: an iterator that lives long waits many times.
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
   });
