@@ -28,7 +28,10 @@ async function runAgainstServer(t: TestContext, script: string): Promise<string>
   const db = join(makeTempDir(t), 'examples.db');
   const server = await startServer(t, ['--db', db]);
   const token = (await cli(['token', 'create', '--db', db])).stdout.trim();
-  const runnable = script.replaceAll('http://127.0.0.1:8080', server.url);
+  // The token the example takes from the default database is this server's, in TOKEN.
+  const runnable = script
+    .replace(/^TOKEN=\$\(\.\/bin\/plantstore token create\)\n/m, '')
+    .replaceAll('http://127.0.0.1:8080', server.url);
   assert.notEqual(runnable, script, 'the example calls http://127.0.0.1:8080');
   return await new Promise((resolve, reject) => {
     execFile(

@@ -16,7 +16,7 @@ export interface paths {
     put?: never;
     /**
      * Create a plant
-     * @description Creates a plant with the id given, or with the next id above every id the server has seen when none is given. A plant with the same id already existing is `409`. With `Idempotency-Key`, a retry with the same key and body gets the first answer again (marked `Idempotent-Replayed: true`) instead of creating a second plant.
+     * @description Creates a plant with the id given or, when none is given, with an id the server assigns: it counts on from the last id it assigned, skipping every id a client took (even once that plant is deleted), so it never hands out the id of a plant that exists or existed. A plant with the same id already existing is `409`. With `Idempotency-Key`, a retry with the same key and body gets the first answer again (marked `Idempotent-Replayed: true`) instead of creating a second plant.
      */
     post: operations['createPlant'];
     delete?: never;
