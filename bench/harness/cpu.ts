@@ -30,10 +30,13 @@ const read = (file: string): string | undefined => {
  * The command name (field 2) may hold spaces and parentheses, so fields count from its end.
  */
 export function statCpuSeconds(stat: string): number {
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const fields = statFields(stat);
   // Fields 14 and 15 of stat(5); fields[0] here is field 3.
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
+
+/** The fields of a /proc/<pid>/stat line after the command name: [0] is field 3, the state. */
+const statFields = (stat: string): string[] => stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 
 /**
  * CPU seconds of one process, user and system. Summed from each thread's
@@ -213,9 +216,8 @@ export function ancestorsOf(pid: number): number[] {
   const out: number[] = [];
   for (let at = pid; ;) {
     const stat = read(`/proc/${at}/stat`);
-    // Field 4 of stat(5), the first after the state, which follows the command name.
-    const parent =
-      stat === undefined ? 0 : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    // Field 4 of stat(5), the parent's pid.
+    const parent = stat === undefined ? 0 : Number(statFields(stat)[1]);
     if (!(parent > 1)) return out;
     out.push(parent);
     at = parent;

@@ -185,8 +185,8 @@ export async function measureTurn(
   const after = read(c.server.pid, idle, backends);
   const tableAfter = processTable();
   // Everything this harness started (wrk, every server and its workers), what started it and
-  // the loaded server's backends are accounted for; what else ran is named.
-  // The backends the server's pool opened during the turn count as the database's too.
+  // the loaded server's backends, those its pool opened during the turn too, are accounted
+  // for; what else ran is named.
   const backendsNow = await c.backends?.();
   const mine = new Set([
     ...processTree(process.pid),
