@@ -5,7 +5,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { Readable } from 'node:stream';
 import { test } from 'node:test';
-import { holdsUnsent } from '../../src/http/routes/events.js';
+import { cutStalled, holdsUnsent } from '../../src/http/routes/events.js';
 
 // At shutdown a stream whose client stopped reading is cut off, not waited for. Its text may
 // be in its body, or (the stream caught up, its body empty) in the answer's and the socket's
@@ -52,4 +52,34 @@ test('a stream whose client reads, caught up, holds nothing unsent', async (t) =
   const body = new Readable({ read() {} });
   body.push('id: 7\n\n');
   assert.equal(holdsUnsent({ body, response: reading }), true, 'text still in the body');
+});
+
+test(
+  'after the look, a batch its stalled client cannot take cuts the stream off',
+  { timeout: 30_000 },
+  async (t) => {
+    const stalled = await answer(t, false);
+    const body = new Readable({ read() {} });
+    body.pipe(stalled);
+    cutStalled([{ body, response: stalled }]); // reading the log: nothing held yet
+    assert.equal(stalled.destroyed, false);
+    // The batch read before the feed closed, larger than what the kernel takes.
+    const mib = Math.ceil((largestBuffer('wmem') + largestBuffer('rmem')) / (1 << 20)) + 1;
+    body.push(Buffer.alloc(mib << 20, 'x'));
+    await once(stalled, 'close');
+    assert.equal(stalled.destroyed, true);
+  },
+);
+
+test('after the look, a batch its reading client takes leaves the stream to end', async (t) => {
+  const reading = await answer(t, true);
+  const body = new Readable({ read() {} });
+  body.pipe(reading);
+  cutStalled([{ body, response: reading }]);
+  const handed = once(body, 'data');
+  body.push('id: 8\nevent: plant.created\ndata: {}\n\n');
+  await handed;
+  await new Promise((resolve) => setImmediate(resolve)); // after the check the batch made
+  assert.equal(reading.writableLength, 0, 'taken by the socket');
+  assert.equal(reading.destroyed, false);
 });

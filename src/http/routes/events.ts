@@ -22,7 +22,7 @@ export function eventRoutes(app: FastifyInstance, feed: EventFeed, tokens: Token
     feed.close();
     // Streams waiting for an event end with the feed; those whose client stopped reading are
     // cut off (the client resumes from its last event elsewhere).
-    for (const entry of open) if (holdsUnsent(entry)) entry.response.destroy();
+    cutStalled(open);
     done();
   });
 
@@ -76,7 +76,7 @@ async function longPoll(
 
 /** A stream being answered: its body, and the answer it is piped into. */
 interface OpenStream {
-  body: Pick<Readable, 'readableLength'>;
+  body: Pick<Readable, 'readableLength' | 'on'>;
   response: Pick<FastifyReply['raw'], 'writableLength' | 'destroy'>;
 }
 
@@ -91,6 +91,28 @@ type OpenStreams = Set<OpenStream>;
  */
 export const holdsUnsent = ({ body, response }: OpenStream): boolean =>
   body.readableLength > 0 || response.writableLength > 0;
+
+/**
+ * At shutdown: cuts off the streams that hold unsent text, and from then on each that is
+ * handed a batch its socket does not take at once. A stream reading the log when the feed
+ * closed sends that batch after the look: to a client that stopped reading, with the
+ * kernel's buffers full, it would stay in the process and keep the shutdown waiting.
+ */
+export function cutStalled(open: Iterable<OpenStream>): void {
+  for (const entry of open) {
+    if (holdsUnsent(entry)) {
+      entry.response.destroy();
+      continue;
+    }
+    // After the pipe's own listener has written the batch to the answer, which corks its
+    // socket until the next tick: then what the socket did not take is still in the process.
+    entry.body.on('data', () =>
+      setImmediate(() => {
+        if (entry.response.writableLength > 0) entry.response.destroy();
+      }),
+    );
+  }
+}
 
 async function stream(
   feed: EventFeed,
