@@ -76,8 +76,8 @@ async function longPoll(
 
 /** A stream being answered: its body, and the answer it is piped into. */
 interface OpenStream {
-  body: Pick<Readable, 'readableLength' | 'on'>;
-  response: Pick<FastifyReply['raw'], 'writableLength' | 'destroy'>;
+  body: Pick<Readable, 'readableLength'>;
+  response: Pick<FastifyReply['raw'], 'writableLength' | 'destroy' | 'destroyed' | 'socket'>;
 }
 
 /** The streams being answered. */
@@ -86,32 +86,47 @@ type OpenStreams = Set<OpenStream>;
 /**
  * Whether a stream holds text its client has not taken: in its body, or, once the body has
  * handed all it had to the answer, in the answer's and the socket's buffers (a client that
- * stopped reading while the stream was caught up). Such a stream would keep a shutdown
- * waiting for its grace.
+ * stopped reading while the stream was caught up).
  */
 export const holdsUnsent = ({ body, response }: OpenStream): boolean =>
   body.readableLength > 0 || response.writableLength > 0;
 
 /**
- * At shutdown: cuts off the streams that hold unsent text, and from then on each that is
- * handed a batch its socket does not take at once. A stream reading the log when the feed
- * closed sends that batch after the look: to a client that stopped reading, with the
- * kernel's buffers full, it would stay in the process and keep the shutdown waiting.
+ * At shutdown, how often the streams not yet closed are looked at (see cutStalled): a stalled
+ * one is cut off 1 to 1.5 s in, well within the default grace (10 s).
  */
-export function cutStalled(open: Iterable<OpenStream>): void {
-  for (const entry of open) {
-    if (holdsUnsent(entry)) {
-      entry.response.destroy();
-      continue;
+export const STALL_LOOK_MS = 500;
+
+/**
+ * At shutdown, until each of `streams` has closed: cuts off a stream that holds unsent text
+ * and whose socket took none over two looks, `everyMs` apart. Its client stopped
+ * reading; waited for, it would hold the shutdown for its whole grace. It may have stopped
+ * while the stream was caught up, or the stream was reading the log when the shutdown began
+ * and sends that batch after. A client still taking text, however slowly, reads to the end.
+ */
+export function cutStalled(streams: Iterable<OpenStream>, everyMs = STALL_LOOK_MS): void {
+  let watched = [...streams];
+  const taken = new WeakMap<OpenStream, { bytes: number; stillLooks: number }>();
+  const look = () => {
+    watched = watched.filter(({ response }) => !response.destroyed && !response.socket?.destroyed);
+    for (const entry of watched) {
+      // What the kernel has taken: written minus what still waits in Node's buffers.
+      const socket = entry.response.socket;
+      const bytes = socket === null ? 0 : socket.bytesWritten - socket.writableLength;
+      const before = taken.get(entry);
+      const still = before?.bytes === bytes && holdsUnsent(entry);
+      const stillLooks = still ? (before?.stillLooks ?? 0) + 1 : 0;
+      taken.set(entry, { bytes, stillLooks });
+      // Two looks in a row: one may have come before the socket's room was seen (a process
+      // that was not scheduled for a while).
+      if (stillLooks >= 2) entry.response.destroy();
     }
-    // After the pipe's own listener has written the batch to the answer, which corks its
-    // socket until the next tick: then what the socket did not take is still in the process.
-    entry.body.on('data', () =>
-      setImmediate(() => {
-        if (entry.response.writableLength > 0) entry.response.destroy();
-      }),
-    );
-  }
+    if (watched.length === 0) clearInterval(timer);
+  };
+  // Each look after the turn's I/O (setImmediate): a process that was not scheduled for a
+  // while writes what its sockets have room for before it judges them.
+  const timer = setInterval(() => setImmediate(look), everyMs).unref();
+  look();
 }
 
 async function stream(
