@@ -22,15 +22,7 @@ const HEADER_NAME = {
 
 export default tseslint.config(
   {
-    ignores: [
-      'dist/',
-      'dist.next/',
-      'dist.old/',
-      'packages/*/dist/',
-      'node_modules/',
-      'coverage/',
-      '.tmp/',
-    ],
+    ignores: ['dist/', 'dist.*/', 'packages/*/dist/', 'node_modules/', 'coverage/', '.tmp/'],
   },
   js.configs.recommended,
   ...tseslint.configs.strict,

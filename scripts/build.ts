@@ -1,31 +1,37 @@
-// `npm run build` (after the client's): compiles src/ into dist.next/ beside dist/, then puts
-// it in dist/'s place. dist/ is never half-written, and absent only between two renames, so a
-// server or a `plantstore` command run from this checkout keeps working while `npm test`
+// `npm run build` (after the client's): compiles src/ into a new dist.*/ beside dist/, then
+// puts it in dist/'s place. dist/ is never half-written, and absent only between two renames,
+// so a server or a `plantstore` command run from this checkout keeps working while `npm test`
 // (whose pretest builds) runs beside it. Deleting dist/ first, as the build did, left
-// bin/plantstore saying "not built yet" for the whole compile.
+// bin/plantstore saying "not built yet" for the whole compile. Each build has directories of
+// its own: two at once (npm test beside a benchmark's build) do not take each other's.
 import { execFileSync } from 'node:child_process';
-import { existsSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const at = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url));
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-const remove = (name: string) => rmSync(at(name), { recursive: true, force: true });
+const remove = (path: string) => rmSync(path, { recursive: true, force: true });
 
-// A sibling of dist/: the source maps' relative paths hold once it is moved there.
-remove('dist.next');
+// Siblings of dist/: the source maps' relative paths hold once moved there.
+const next = mkdtempSync(at('dist.next-'));
 try {
-  execFileSync(
-    process.execPath,
-    [tsc, '-p', at('tsconfig.build.json'), '--outDir', at('dist.next')],
-    { stdio: 'inherit' },
-  );
-} catch {
-  // tsc has printed why; dist/ stays as it was.
-  remove('dist.next');
+  execFileSync(process.execPath, [tsc, '-p', at('tsconfig.build.json'), '--outDir', next], {
+    stdio: 'inherit',
+  });
+} catch (error) {
+  remove(next);
+  // A compile error: tsc has printed it (and exited with its status). Anything else says why.
+  if ((error as { status?: number | null }).status == null) console.error(error);
+  console.error('build failed; dist/ is left as it was');
   process.exit(1);
 }
-remove('dist.old');
-if (existsSync(at('dist'))) renameSync(at('dist'), at('dist.old'));
-renameSync(at('dist.next'), at('dist'));
-remove('dist.old');
+const old = next.replace('dist.next-', 'dist.old-');
+try {
+  if (existsSync(at('dist'))) renameSync(at('dist'), old);
+  renameSync(next, at('dist'));
+} finally {
+  // Another build that swapped in between has its dist/ in place; this one's goes.
+  remove(old);
+  remove(next);
+}
