@@ -5,7 +5,7 @@
 // bin/plantstore saying "not built yet" for the whole compile. Each build has directories of
 // its own: two at once (npm test beside a benchmark's build) do not take each other's.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
@@ -13,8 +13,12 @@ const at = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const remove = (path: string) => rmSync(path, { recursive: true, force: true });
 
-// Siblings of dist/: the source maps' relative paths hold once moved there.
-const next = mkdtempSync(at('dist.next-'));
+// Siblings of dist/: the source maps' relative paths hold once moved there. Made with the
+// umask's mode, as tsc makes dist/ (mkdtemp's 0700 would hide it from the user a service runs
+// as), named by this process: each build has its own.
+const next = at(`dist.next-${process.pid}`);
+remove(next);
+mkdirSync(next);
 try {
   execFileSync(process.execPath, [tsc, '-p', at('tsconfig.build.json'), '--outDir', next], {
     stdio: 'inherit',
