@@ -46,6 +46,12 @@ interface Connection {
   flushedSince: number;
 }
 
+/**
+ * What the kernel has taken of what was written to `socket`: written minus what still waits
+ * in Node's buffers. A client reading moves it on; one that stopped does not.
+ */
+export const flushedBytes = (socket: Socket): number => socket.bytesWritten - socket.writableLength;
+
 /** How often stalled answers are looked for; a send timeout holds to about this. */
 const SWEEP_MS = 1_000;
 
@@ -189,8 +195,7 @@ export class ConnectionGuard {
     const now = this.now();
     for (const connection of this.connections.values()) {
       const socket = connection.socket;
-      // What the kernel has taken: written minus what still waits in Node's buffers.
-      const flushed = socket.bytesWritten - socket.writableLength;
+      const flushed = flushedBytes(socket);
       if (socket.writableLength === 0 || flushed !== connection.flushed) {
         connection.flushed = flushed;
         connection.flushedSince = now;

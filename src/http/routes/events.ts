@@ -8,6 +8,7 @@ import { parseJson } from '../../api/json.js';
 import type { EventFeed, FeedPage } from '../../service/event-feed.js';
 import type { TokenService } from '../../service/token-service.js';
 import { parseBearer } from '../../core/tokens.js';
+import { flushedBytes } from '../connections.js';
 import { eventStream } from './event-stream.js';
 import { route } from './route.js';
 
@@ -105,23 +106,25 @@ export const STALL_LOOK_MS = 500;
  * and sends that batch after. A client still taking text, however slowly, reads to the end.
  */
 export function cutStalled(streams: Iterable<OpenStream>, everyMs = STALL_LOOK_MS): void {
-  let watched = [...streams];
-  const taken = new WeakMap<OpenStream, { bytes: number; stillLooks: number }>();
+  // Each stream not yet closed: what its socket had taken at the last look, and for how many
+  // looks in a row it took nothing while holding text.
+  const watched = new Map<OpenStream, { flushed: number; stillLooks: number }>();
+  for (const entry of streams) watched.set(entry, { flushed: -1, stillLooks: 0 });
   const look = () => {
-    watched = watched.filter(({ response }) => !response.destroyed && !response.socket?.destroyed);
-    for (const entry of watched) {
-      // What the kernel has taken: written minus what still waits in Node's buffers.
-      const socket = entry.response.socket;
-      const bytes = socket === null ? 0 : socket.bytesWritten - socket.writableLength;
-      const before = taken.get(entry);
-      const still = before?.bytes === bytes && holdsUnsent(entry);
-      const stillLooks = still ? (before?.stillLooks ?? 0) + 1 : 0;
-      taken.set(entry, { bytes, stillLooks });
+    for (const [entry, seen] of watched) {
+      const { response } = entry;
+      if (response.destroyed || response.socket === null || response.socket.destroyed) {
+        watched.delete(entry);
+        continue;
+      }
+      const flushed = flushedBytes(response.socket);
+      seen.stillLooks = flushed === seen.flushed && holdsUnsent(entry) ? seen.stillLooks + 1 : 0;
+      seen.flushed = flushed;
       // Two looks in a row: one may have come before the socket's room was seen (a process
       // that was not scheduled for a while).
-      if (stillLooks >= 2) entry.response.destroy();
+      if (seen.stillLooks >= 2) response.destroy();
     }
-    if (watched.length === 0) clearInterval(timer);
+    if (watched.size === 0) clearInterval(timer);
   };
   // Each look after the turn's I/O (setImmediate): a process that was not scheduled for a
   // while writes what its sockets have room for before it judges them.
