@@ -57,3 +57,10 @@ export const PIPELINED_PER_CONNECTION = 64;
  * kernel's buffers are full) closes its connection, as a slow sender gets a 408.
  */
 export const SEND_TIMEOUT_MS = 30_000;
+
+/**
+ * Once a shutdown begins, the send timeout is this (or the configured one, if shorter): a
+ * client that stopped reading an answer, an event stream most often, would otherwise hold the
+ * shutdown for its whole grace. One still taking bytes, however slowly, reads to the end.
+ */
+export const SHUTDOWN_SEND_TIMEOUT_MS = 1_000;

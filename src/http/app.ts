@@ -26,6 +26,7 @@ import {
   PIPELINED_PER_CONNECTION,
   REQUEST_TIMEOUT_MS,
   SEND_TIMEOUT_MS,
+  SHUTDOWN_SEND_TIMEOUT_MS,
 } from '../api/limits.js';
 import { ConnectionGuard } from './connections.js';
 import { clientErrorHandler } from './errors/raw-errors.js';
@@ -179,6 +180,12 @@ export function buildApp({
 
   app.server.maxConnections = maxConnections;
   connections.useLog(app.log);
+  // Before Fastify waits for the requests in flight: answers their clients stopped reading
+  // (event streams above all) are cut off within about a second, not at the grace's end.
+  app.addHook('preClose', (done) => {
+    connections.closing(SHUTDOWN_SEND_TIMEOUT_MS);
+    done();
+  });
   app.decorateRequest('token', null);
   app.decorateRequest('routeConfig', null);
   app.setValidatorCompiler(validatorCompiler);

@@ -50,10 +50,13 @@ interface Connection {
  * What the kernel has taken of what was written to `socket`: written minus what still waits
  * in Node's buffers. A client reading moves it on; one that stopped does not.
  */
-export const flushedBytes = (socket: Socket): number => socket.bytesWritten - socket.writableLength;
+const flushedBytes = (socket: Socket): number => socket.bytesWritten - socket.writableLength;
 
 /** How often stalled answers are looked for; a send timeout holds to about this. */
 const SWEEP_MS = 1_000;
+
+/** Looks for stalled answers per send timeout once the server is closing (see `closing`). */
+const CLOSING_LOOKS = 2;
 
 // The guard of each server one made: shutdown asks it what is still unanswered.
 const guards = new WeakMap<Server, ConnectionGuard>();
@@ -76,11 +79,16 @@ export function unansweredRequests(server: Server): number {
 export class ConnectionGuard {
   private readonly connections = new Map<Socket, Connection>();
   private log: FastifyBaseLogger | undefined;
+  private server: Server | undefined;
+  private sweeper: NodeJS.Timeout | undefined;
+  private sendTimeoutMs: number;
 
   constructor(
     private readonly limits: ConnectionLimits,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.sendTimeoutMs = limits.sendTimeoutMs;
+  }
 
   /** For Fastify's `serverFactory`: the server, with `handler` behind the guard. */
   createServer(
@@ -92,13 +100,32 @@ export class ConnectionGuard {
     );
     server.keepAliveTimeout = keepAliveTimeout;
     guards.set(server, this);
+    this.server = server;
     server.on('connection', (socket: Socket) => this.track(socket));
-    let sweeper: NodeJS.Timeout | undefined;
-    server.on('listening', () => {
-      sweeper = setInterval(() => this.sweep(), SWEEP_MS).unref();
-    });
-    server.on('close', () => clearInterval(sweeper));
+    server.on('listening', () => this.sweepEvery(SWEEP_MS));
+    server.on('close', () => clearInterval(this.sweeper));
     return server;
+  }
+
+  /**
+   * The server is shutting down: from now on an answer of which the client takes nothing
+   * for `sendTimeoutMs` (SHUTDOWN_SEND_TIMEOUT_MS, or the configured timeout if shorter)
+   * closes its connection. Without this, a client that stopped reading (an event stream
+   * ended by the shutdown, a large answer) would hold the shutdown for its whole grace.
+   */
+  closing(sendTimeoutMs: number): void {
+    this.sendTimeoutMs = Math.min(this.sendTimeoutMs, sendTimeoutMs);
+    if (this.server?.listening === true) {
+      this.sweepEvery(this.sendTimeoutMs / CLOSING_LOOKS);
+      setImmediate(() => this.sweep());
+    }
+  }
+
+  private sweepEvery(ms: number): void {
+    clearInterval(this.sweeper);
+    // Each sweep after the turn's I/O (setImmediate): a process that was not scheduled for a
+    // while first writes what its sockets have room for, then judges them.
+    this.sweeper = setInterval(() => setImmediate(() => this.sweep()), ms).unref();
   }
 
   unanswered(): number {
@@ -199,7 +226,7 @@ export class ConnectionGuard {
       if (socket.writableLength === 0 || flushed !== connection.flushed) {
         connection.flushed = flushed;
         connection.flushedSince = now;
-      } else if (now - connection.flushedSince >= this.limits.sendTimeoutMs) {
+      } else if (now - connection.flushedSince >= this.sendTimeoutMs) {
         this.disconnect(connection, 'answer not read within the send timeout');
       }
     }

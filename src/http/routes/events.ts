@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EVENT_LIMITS, parseWait } from '../../core/change-events.js';
 import { ApiError } from '../../core/errors.js';
@@ -8,7 +7,6 @@ import { parseJson } from '../../api/json.js';
 import type { EventFeed, FeedPage } from '../../service/event-feed.js';
 import type { TokenService } from '../../service/token-service.js';
 import { parseBearer } from '../../core/tokens.js';
-import { flushedBytes } from '../connections.js';
 import { eventStream } from './event-stream.js';
 import { route } from './route.js';
 
@@ -18,12 +16,11 @@ import { route } from './route.js';
  * waits for the requests in flight.
  */
 export function eventRoutes(app: FastifyInstance, feed: EventFeed, tokens: TokenService): void {
-  const open: OpenStreams = new Set();
   app.addHook('preClose', (done) => {
+    // Streams waiting for an event end with the feed. Those whose client stopped reading are
+    // cut off by the connection guard's shutdown send timeout (app.ts); the client resumes
+    // from its last event elsewhere.
     feed.close();
-    // Streams waiting for an event end with the feed; those whose client stopped reading are
-    // cut off (the client resumes from its last event elsewhere).
-    cutStalled(open);
     done();
   });
 
@@ -34,7 +31,7 @@ export function eventRoutes(app: FastifyInstance, feed: EventFeed, tokens: Token
       throw new ApiError('invalidQuery', 'The query parameter "after" must be 0 or more.');
     }
     if (wantsEventStream(request.headers.accept)) {
-      return stream(feed, request, reply, asked, open, tokens);
+      return stream(feed, request, reply, asked, tokens);
     }
     const after = asked === 'now' ? await feed.head() : asked;
     const seconds = wait === undefined ? undefined : parseWait(wait);
@@ -75,69 +72,11 @@ async function longPoll(
   }
 }
 
-/** A stream being answered: its body, and the answer it is piped into. */
-interface OpenStream {
-  body: Pick<Readable, 'readableLength'>;
-  response: Pick<FastifyReply['raw'], 'writableLength' | 'destroy' | 'destroyed' | 'socket'>;
-}
-
-/** The streams being answered. */
-type OpenStreams = Set<OpenStream>;
-
-/**
- * Whether a stream holds text its client has not taken: in its body, or, once the body has
- * handed all it had to the answer, in the answer's and the socket's buffers (a client that
- * stopped reading while the stream was caught up).
- */
-export const holdsUnsent = ({ body, response }: OpenStream): boolean =>
-  body.readableLength > 0 || response.writableLength > 0;
-
-/**
- * At shutdown, how often the streams not yet closed are looked at (see cutStalled): a stalled
- * one is cut off 1 to 1.5 s in, well within the default grace (10 s).
- */
-export const STALL_LOOK_MS = 500;
-
-/**
- * At shutdown, until each of `streams` has closed: cuts off a stream that holds unsent text
- * and whose socket took none over two looks, `everyMs` apart. Its client stopped
- * reading; waited for, it would hold the shutdown for its whole grace. It may have stopped
- * while the stream was caught up, or the stream was reading the log when the shutdown began
- * and sends that batch after. A client still taking text, however slowly, reads to the end.
- */
-export function cutStalled(streams: Iterable<OpenStream>, everyMs = STALL_LOOK_MS): void {
-  // Each stream not yet closed: what its socket had taken at the last look, and for how many
-  // looks in a row it took nothing while holding text.
-  const watched = new Map<OpenStream, { flushed: number; stillLooks: number }>();
-  for (const entry of streams) watched.set(entry, { flushed: -1, stillLooks: 0 });
-  const look = () => {
-    for (const [entry, seen] of watched) {
-      const { response } = entry;
-      if (response.destroyed || response.socket === null || response.socket.destroyed) {
-        watched.delete(entry);
-        continue;
-      }
-      const flushed = flushedBytes(response.socket);
-      seen.stillLooks = flushed === seen.flushed && holdsUnsent(entry) ? seen.stillLooks + 1 : 0;
-      seen.flushed = flushed;
-      // Two looks in a row: one may have come before the socket's room was seen (a process
-      // that was not scheduled for a while).
-      if (seen.stillLooks >= 2) response.destroy();
-    }
-    if (watched.size === 0) clearInterval(timer);
-  };
-  // Each look after the turn's I/O (setImmediate): a process that was not scheduled for a
-  // while writes what its sockets have room for before it judges them.
-  const timer = setInterval(() => setImmediate(look), everyMs).unref();
-  look();
-}
-
 async function stream(
   feed: EventFeed,
   request: FastifyRequest,
   reply: FastifyReply,
   after: bigint | 'now' | undefined,
-  open: OpenStreams,
   tokens: TokenService,
 ): Promise<FastifyReply> {
   const resumed = parseLastEventId(request.headers['last-event-id']);
@@ -162,9 +101,6 @@ async function stream(
       }
     };
     const body = eventStream(feed, start, release, request.log, gone.signal, allowed);
-    const entry = { body, response: reply.raw };
-    open.add(entry);
-    body.once('close', () => open.delete(entry));
     return (
       reply
         .type('text/event-stream; charset=utf-8')
