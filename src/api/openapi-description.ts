@@ -67,7 +67,8 @@ When the database is locked or unreachable, operations answer \`503\` with \`Ret
 - Sending: an answer of which the client takes nothing for ${seconds(SEND_TIMEOUT_MS)}
   closes its connection (\`--send-timeout\`).
 - Connections: a process keeps at most ${MAX_CONNECTIONS} open by default
-  (\`--max-connections\`); one beyond is closed at once, without an answer. A connection
+  (\`--max-connections\`); past it a new connection takes the place of the one idle longest,
+  or is closed at once, without an answer, if every one has a request being answered. A connection
   has at most ${IN_FLIGHT_PER_CONNECTION} requests answered at once, and nothing more is read from it
   meanwhile; a client that pipelines more than ${PIPELINED_PER_CONNECTION} requests ahead of
   its answers is disconnected.

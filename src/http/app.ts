@@ -134,6 +134,7 @@ export function buildApp({
     inFlight: IN_FLIGHT_PER_CONNECTION,
     pipelined: PIPELINED_PER_CONNECTION,
     sendTimeoutMs,
+    maxConnections,
   });
   // Requests are measured as they are logged, when Fastify reports them complete, which it
   // does only for an app with a logger: a silent one, then, if there is nothing to log to.
@@ -178,7 +179,6 @@ export function buildApp({
     },
   });
 
-  app.server.maxConnections = maxConnections;
   connections.useLog(app.log);
   // Before Fastify waits for the requests in flight: answers their clients stopped reading
   // (event streams above all) are cut off within about a second, not at the grace's end.

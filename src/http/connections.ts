@@ -8,6 +8,7 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
+import { ConnectionRoom } from './connection-room.js';
 
 /** What one connection may cost, whatever its client sends or fails to read. */
 export interface ConnectionLimits {
@@ -20,6 +21,8 @@ export interface ConnectionLimits {
   pipelined: number;
   /** An answer the client takes nothing of for this long closes the connection. */
   sendTimeoutMs: number;
+  /** Open connections at most; at the limit, see ConnectionRoom. */
+  maxConnections?: number;
 }
 
 /**
@@ -58,6 +61,12 @@ const SWEEP_MS = 1_000;
 /** Looks for stalled answers per send timeout once the server is closing (see `closing`). */
 const CLOSING_LOOKS = 2;
 
+/**
+ * Node's own cap on connections, above the guard's: a connection the guard closes to make
+ * room is counted by Node until its close completes, a moment after the new one arrives.
+ */
+const nodeCap = (max: number) => max + Math.ceil(max / 4) + 16;
+
 // The guard of each server one made: shutdown asks it what is still unanswered.
 const guards = new WeakMap<Server, ConnectionGuard>();
 
@@ -78,6 +87,7 @@ export function unansweredRequests(server: Server): number {
  */
 export class ConnectionGuard {
   private readonly connections = new Map<Socket, Connection>();
+  private readonly room: ConnectionRoom;
   private log: FastifyBaseLogger | undefined;
   private server: Server | undefined;
   private sweeper: NodeJS.Timeout | undefined;
@@ -88,6 +98,7 @@ export class ConnectionGuard {
     private readonly now: () => number = Date.now,
   ) {
     this.sendTimeoutMs = limits.sendTimeoutMs;
+    this.room = new ConnectionRoom(limits.maxConnections ?? Infinity);
   }
 
   /** For Fastify's `serverFactory`: the server, with `handler` behind the guard. */
@@ -99,6 +110,9 @@ export class ConnectionGuard {
       this.admit(request, response, handler),
     );
     server.keepAliveTimeout = keepAliveTimeout;
+    if (this.limits.maxConnections !== undefined) {
+      server.maxConnections = nodeCap(this.limits.maxConnections);
+    }
     guards.set(server, this);
     this.server = server;
     server.on('connection', (socket: Socket) => this.track(socket));
@@ -142,6 +156,7 @@ export class ConnectionGuard {
   }
 
   private track(socket: Socket): void {
+    if (!this.room.admit(socket, this.connections.size)) return;
     const connection: Connection = {
       socket,
       inFlight: 0,
@@ -151,7 +166,11 @@ export class ConnectionGuard {
       flushedSince: this.now(),
     };
     this.connections.set(socket, connection);
-    socket.once('close', () => this.connections.delete(socket));
+    this.room.isIdle(socket);
+    socket.once('close', () => {
+      this.connections.delete(socket);
+      this.room.isBusy(socket);
+    });
   }
 
   private admit(request: IncomingMessage, response: ServerResponse, handler: RequestListener) {
@@ -183,12 +202,16 @@ export class ConnectionGuard {
     handler: RequestListener,
   ): void {
     connection.inFlight += 1;
+    this.room.isBusy(connection.socket);
     let done = false;
     const answered = () => {
       if (done) return;
       done = true;
       connection.inFlight -= 1;
       this.next(connection, handler);
+      if (connection.inFlight === 0 && connection.waiting.length === 0) {
+        this.room.isIdle(connection.socket);
+      }
     };
     // 'close' follows 'finish' (a tick later) once the answer is handed to the kernel, and
     // comes alone, possibly twice, if the connection is cut first: one listener, not two
@@ -219,6 +242,7 @@ export class ConnectionGuard {
 
   /** Closes connections whose pending answer has not moved for the send timeout. */
   private sweep(): void {
+    this.room.report(this.log);
     const now = this.now();
     for (const connection of this.connections.values()) {
       const socket = connection.socket;

@@ -27,7 +27,13 @@ async function until(condition: () => boolean, what: string, ms = 10_000): Promi
   }
 }
 
-async function guarded(t: TestContext, limits = { inFlight: 3, pipelined: 6 }) {
+async function guarded(
+  t: TestContext,
+  limits: { inFlight: number; pipelined: number; maxConnections?: number } = {
+    inFlight: 3,
+    pipelined: 6,
+  },
+) {
   const held: ServerResponse[] = [];
   const guard = new ConnectionGuard({ ...limits, sendTimeoutMs: 60_000 });
   const server = guard.createServer(
@@ -36,12 +42,14 @@ async function guarded(t: TestContext, limits = { inFlight: 3, pipelined: 6 }) {
     },
     { keepAliveTimeout: 5_000 },
   );
+  let accepted = 0;
+  server.on('connection', () => (accepted += 1));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => {
     server.closeAllConnections();
     server.close();
   });
-  return { held, port: (server.address() as AddressInfo).port };
+  return { held, port: (server.address() as AddressInfo).port, accepted: () => accepted };
 }
 
 test('a connection has at most `inFlight` requests handed on; the rest wait their turn', async (t) => {
@@ -181,4 +189,47 @@ test('100 Continue is sent only after authentication', async (t) => {
   socket.write('{"name":"Fern"}');
   await until(() => text.includes('"name":"Fern"'), 'the created plant');
   assert.match(text, /\r\n\r\nHTTP\/1\.1 201 /);
+});
+
+test('at the connection limit, only an idle connection makes room; one being answered never', async (t) => {
+  const { held, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 2 });
+  const closed = (socket: Socket) => new Promise<void>((resolve) => socket.once('close', resolve));
+  // Two connections, each with a request being answered.
+  const busy = [openSocket(t, port), openSocket(t, port)];
+  busy.forEach((socket, i) => socket.write(healthz(i)));
+  await until(() => held.length === 2, 'two requests being answered');
+  // A third has no room: closed at once, and the two are kept.
+  const refused = openSocket(t, port);
+  await closed(refused);
+  assert.ok(busy.every((socket) => !socket.destroyed));
+  // One answered, its connection idle: the next newcomer takes its place.
+  held[0]!.end('one');
+  let text = '';
+  busy[0]!.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  await until(() => text.endsWith('one'), 'the first answer');
+  const idleClosed = closed(busy[0]!);
+  const newcomer = openSocket(t, port);
+  newcomer.write(healthz(3));
+  await until(() => held.length === 3, 'the newcomer served');
+  await idleClosed;
+  assert.equal(busy[1]!.destroyed, false, 'the connection being answered is kept');
+});
+
+test('at the connection limit, connections that never sent a whole request make room', async (t) => {
+  // As slowloris holds them: a few bytes of a request line, then nothing.
+  const { held, port, accepted } = await guarded(t, {
+    inFlight: 3,
+    pipelined: 6,
+    maxConnections: 3,
+  });
+  const silent = [0, 1, 2].map(() => openSocket(t, port));
+  silent.forEach((socket) => socket.write('GET /hea'));
+  await until(() => accepted() === 3, 'the silent connections accepted');
+  const allClosed = Promise.all(
+    silent.map((socket) => new Promise((resolve) => socket.once('close', resolve))),
+  );
+  const clients = [0, 1, 2].map(() => openSocket(t, port));
+  clients.forEach((socket, i) => socket.write(healthz(i)));
+  await until(() => held.length === 3, 'the three clients served');
+  await allClosed;
 });
