@@ -69,9 +69,10 @@ When the database is locked or unreachable, operations answer \`503\` with \`Ret
 - Connections: a process keeps at most ${MAX_CONNECTIONS} open by default
   (\`--max-connections\`); past it a new connection takes the place of the one idle longest,
   or is closed at once, without an answer, if every one has a request being answered. A connection
-  has at most ${IN_FLIGHT_PER_CONNECTION} requests answered at once, and nothing more is read from it
-  meanwhile; a client that pipelines more than ${PIPELINED_PER_CONNECTION} requests ahead of
-  its answers is disconnected.
+  has at most ${IN_FLIGHT_PER_CONNECTION} requests answered at once, one at a time while its answers
+  wait unsent, and nothing more is read from it meanwhile; a client that pipelines more than
+  ${PIPELINED_PER_CONNECTION} requests ahead of its answers is disconnected, and so are clients
+  that read nothing once the unsent answers of all connections take too much memory.
 - Versions: HTTP/1.1 and HTTP/1.0; any other version on the request line is \`505\`.
 - Shutdown: requests still running ${seconds(SHUTDOWN_GRACE_MS)} after the server was told
   to stop are cut off (\`--shutdown-grace\`).

@@ -18,6 +18,14 @@ export class ConnectionRoom {
 
   constructor(readonly max: number) {}
 
+  /**
+   * Node's own cap on connections, above the room's: a connection closed to make room is
+   * counted by Node until its close completes, a moment after the new one arrives.
+   */
+  static nodeCap(max: number): number {
+    return max + Math.ceil(max / 4) + 16;
+  }
+
   /** `socket` has no request unanswered (it has just opened, or answered its last). */
   isIdle(socket: Socket): void {
     this.idle.delete(socket);

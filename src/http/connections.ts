@@ -9,6 +9,12 @@ import {
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { ConnectionRoom } from './connection-room.js';
+import {
+  type Sending,
+  stalledAnswers,
+  UNSENT_PER_CONNECTION,
+  unsentBytes,
+} from './unsent-answers.js';
 
 /** What one connection may cost, whatever its client sends or fails to read. */
 export interface ConnectionLimits {
@@ -37,35 +43,22 @@ interface HttpSocket extends Socket {
   parser?: { resume(): void } | null;
 }
 
-interface Connection {
+interface Connection extends Sending {
   readonly socket: HttpSocket;
   /** Requests handed to the app and not yet answered. */
   inFlight: number;
-  /** Requests parsed while `inFlight` was full, waiting their turn, oldest first. */
+  /** Requests parsed while no more could be handed on, waiting their turn, oldest first. */
   readonly waiting: [IncomingMessage, ServerResponse][];
   pausedHere: boolean;
-  /** Bytes the kernel had taken from the socket at the last sweep, and since when. */
-  flushed: number;
-  flushedSince: number;
+  /** Waiting for the socket to drain before handing on more (see `mayHandOn`). */
+  drainAwaited: boolean;
 }
-
-/**
- * What the kernel has taken of what was written to `socket`: written minus what still waits
- * in Node's buffers. A client reading moves it on; one that stopped does not.
- */
-const flushedBytes = (socket: Socket): number => socket.bytesWritten - socket.writableLength;
 
 /** How often stalled answers are looked for; a send timeout holds to about this. */
 const SWEEP_MS = 1_000;
 
 /** Looks for stalled answers per send timeout once the server is closing (see `closing`). */
 const CLOSING_LOOKS = 2;
-
-/**
- * Node's own cap on connections, above the guard's: a connection the guard closes to make
- * room is counted by Node until its close completes, a moment after the new one arrives.
- */
-const nodeCap = (max: number) => max + Math.ceil(max / 4) + 16;
 
 // The guard of each server one made: shutdown asks it what is still unanswered.
 const guards = new WeakMap<Server, ConnectionGuard>();
@@ -80,10 +73,11 @@ export function unansweredRequests(server: Server): number {
 
 /**
  * An HTTP server whose connections are bounded in memory and in time: at most
- * `inFlight` requests of one connection are handed to `handler` at once, and the socket is
- * not read while that many are unanswered; a client that pipelines more than `pipelined`
- * requests ahead of its answers, or takes nothing of an answer for `sendTimeoutMs`, is
- * disconnected. The request, header and keep-alive timeouts bound the other direction.
+ * `inFlight` requests of one connection are handed to `handler` at once (fewer while its
+ * answers wait unsent, see unsent-answers.ts), and the socket is not read while any wait;
+ * a client that pipelines more than `pipelined` requests ahead of its answers, or takes
+ * nothing of an answer for `sendTimeoutMs`, is disconnected. The request, header and
+ * keep-alive timeouts bound the other direction; ConnectionRoom the number of connections.
  */
 export class ConnectionGuard {
   private readonly connections = new Map<Socket, Connection>();
@@ -111,7 +105,7 @@ export class ConnectionGuard {
     );
     server.keepAliveTimeout = keepAliveTimeout;
     if (this.limits.maxConnections !== undefined) {
-      server.maxConnections = nodeCap(this.limits.maxConnections);
+      server.maxConnections = ConnectionRoom.nodeCap(this.limits.maxConnections);
     }
     guards.set(server, this);
     this.server = server;
@@ -160,8 +154,10 @@ export class ConnectionGuard {
     const connection: Connection = {
       socket,
       inFlight: 0,
+      answers: new Set(),
       waiting: [],
       pausedHere: false,
+      drainAwaited: false,
       flushed: 0,
       flushedSince: this.now(),
     };
@@ -177,7 +173,7 @@ export class ConnectionGuard {
     const connection = this.connections.get(request.socket);
     if (connection === undefined) return handler(request, response);
     if (connection.socket.destroyed) return;
-    if (connection.inFlight < this.limits.inFlight) {
+    if (connection.waiting.length === 0 && this.mayHandOn(connection, handler)) {
       this.dispatch(connection, request, response, handler);
     } else if (connection.inFlight + connection.waiting.length < this.limits.pipelined) {
       connection.waiting.push([request, response]);
@@ -187,7 +183,10 @@ export class ConnectionGuard {
       this.disconnect(connection, 'too many pipelined requests');
       return;
     }
-    if (connection.inFlight >= this.limits.inFlight && !connection.pausedHere) {
+    if (
+      (connection.inFlight >= this.limits.inFlight || connection.waiting.length > 0) &&
+      !connection.pausedHere
+    ) {
       const socket = connection.socket;
       connection.pausedHere = true;
       socket._paused = true;
@@ -202,12 +201,14 @@ export class ConnectionGuard {
     handler: RequestListener,
   ): void {
     connection.inFlight += 1;
+    connection.answers.add(response);
     this.room.isBusy(connection.socket);
     let done = false;
     const answered = () => {
       if (done) return;
       done = true;
       connection.inFlight -= 1;
+      connection.answers.delete(response);
       this.next(connection, handler);
       if (connection.inFlight === 0 && connection.waiting.length === 0) {
         this.room.isIdle(connection.socket);
@@ -223,7 +224,7 @@ export class ConnectionGuard {
   private next(connection: Connection, handler: RequestListener): void {
     const socket = connection.socket;
     if (socket.destroyed) return;
-    while (connection.inFlight < this.limits.inFlight && connection.waiting.length > 0) {
+    while (connection.waiting.length > 0 && this.mayHandOn(connection, handler)) {
       const [request, response] = connection.waiting.shift()!;
       this.dispatch(connection, request, response, handler);
     }
@@ -231,6 +232,7 @@ export class ConnectionGuard {
     if (
       connection.pausedHere &&
       connection.inFlight < this.limits.inFlight &&
+      connection.waiting.length === 0 &&
       !socket.writableNeedDrain
     ) {
       connection.pausedHere = false;
@@ -240,18 +242,47 @@ export class ConnectionGuard {
     }
   }
 
+  /**
+   * Whether another request of `connection` may be handed on: fewer than `inFlight` being
+   * answered, and fewer than UNSENT_PER_CONNECTION bytes of its answers unsent. If only the
+   * bytes stand in the way, the next drain of the socket looks again (an answer handed to
+   * the socket looks again when it is done).
+   */
+  private mayHandOn(connection: Connection, handler: RequestListener): boolean {
+    if (connection.inFlight >= this.limits.inFlight) return false;
+    const socket = connection.socket;
+    if (unsentBytes(socket, connection.answers) < UNSENT_PER_CONNECTION) return true;
+    if (!connection.drainAwaited) {
+      connection.drainAwaited = true;
+      socket.once('drain', () => {
+        connection.drainAwaited = false;
+        this.next(connection, handler);
+      });
+    }
+    return false;
+  }
+
   /** Closes connections whose pending answer has not moved for the send timeout. */
   private sweep(): void {
     this.room.report(this.log);
-    const now = this.now();
-    for (const connection of this.connections.values()) {
-      const socket = connection.socket;
-      const flushed = flushedBytes(socket);
-      if (socket.writableLength === 0 || flushed !== connection.flushed) {
-        connection.flushed = flushed;
-        connection.flushedSince = now;
-      } else if (now - connection.flushedSince >= this.sendTimeoutMs) {
-        this.disconnect(connection, 'answer not read within the send timeout');
+    const { timedOut, overBound } = stalledAnswers(
+      this.connections.values(),
+      this.now(),
+      this.sendTimeoutMs,
+    );
+    for (const connection of timedOut) {
+      this.disconnect(connection, 'answer not read within the send timeout');
+    }
+    if (overBound.length > 0) {
+      // One line for all: a flood of such connections would be a flood of lines.
+      this.log?.warn(
+        { connections: overBound.length },
+        'connections closed: their clients read nothing, and the answers they held took ' +
+          'what all connections hold unsent past its bound',
+      );
+      for (const connection of overBound) {
+        connection.waiting.length = 0;
+        connection.socket.destroy();
       }
     }
   }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { test, type TestContext } from 'node:test';
 import { ConnectionGuard } from '../../src/http/connections.js';
 import { setup } from '../helpers/setup.js';
@@ -232,4 +233,36 @@ test('at the connection limit, connections that never sent a whole request make 
   clients.forEach((socket, i) => socket.write(healthz(i)));
   await until(() => held.length === 3, 'the three clients served');
   await allClosed;
+});
+
+test('while an answer waits unsent, no more requests of its connection are handed on', async (t) => {
+  // More than the kernel's buffers on both sides can take, as a client that stopped reading
+  // leaves it: the answer waits in the process, and so would the others, each its own.
+  const largest = (way: string) =>
+    Number(readFileSync(`/proc/sys/net/ipv4/tcp_${way}`, 'utf8').trim().split(/\s+/)[2]);
+  const body = Buffer.alloc(largest('wmem') + largest('rmem') + (1 << 20), 'x');
+  let handedOn = 0;
+  const guard = new ConnectionGuard({ inFlight: 3, pipelined: 6, sendTimeoutMs: 60_000 });
+  const server = guard.createServer(
+    (_request, response) => {
+      handedOn += 1;
+      response.end(body);
+    },
+    { keepAliveTimeout: 5_000 },
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const socket = openSocket(t, (server.address() as AddressInfo).port);
+  socket.pause();
+  socket.write([1, 2, 3].map(healthz).join(''));
+  await until(() => guard.unanswered() === 3, 'the three requests parsed');
+  assert.equal(handedOn, 1, 'the second and third wait for the first answer to be taken');
+  let received = 0;
+  socket.on('data', (chunk: Buffer) => (received += chunk.length));
+  socket.resume();
+  await until(() => received > 3 * body.length, 'the three answers', 60_000);
+  assert.equal(handedOn, 3);
 });

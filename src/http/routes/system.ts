@@ -13,6 +13,7 @@ import {
   getRoot,
 } from '../../api/operations.js';
 import { docsAssets, docsPage } from './docs-page.js';
+import { withFinalNewline } from '../hooks/json-newline.js';
 import { route } from './route.js';
 
 /** How long /readyz waits for the database before calling it unavailable. */
@@ -31,7 +32,10 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 }
 
 export function systemRoutes(app: FastifyInstance, ready: () => Promise<void>): void {
-  const document = JSON.stringify(buildOpenApiDocument());
+  // One Buffer, its final newline in it, sent to every client: a string would be copied for
+  // each answer the kernel does not take at once, so clients pipelining requests for it and
+  // never reading held a copy each (192 KB) until the send timeout; a Buffer is shared.
+  const document = Buffer.from(withFinalNewline(JSON.stringify(buildOpenApiDocument())));
   const loaded = new Map<string, Buffer>();
 
   route(app, getHealth, async () => ({ status: 'ok' as const }));

@@ -1,0 +1,97 @@
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+/**
+ * Bytes of answers a connection may hold unsent (in Node's buffers, not yet taken by the
+ * kernel) and still have another request handed on (ConnectionGuard): a client that
+ * pipelines requests for large answers and reads none holds one answer and this, not one
+ * per request in flight.
+ */
+export const UNSENT_PER_CONNECTION = 64 * 1024;
+
+/**
+ * Bytes of unsent answers all connections together may hold. Past it, the connections
+ * whose client took nothing since the last sweep are closed, those holding most first, until
+ * the rest is within it. The bound per connection alone is not enough: requests pipelined
+ * in one burst are handed on before any answer exists, and 1,000 connections each holding
+ * 8 answers of a 150 KB page held 715 MB (a token and its rate limit allow that).
+ */
+export const UNSENT_IN_ALL = 64 * 1024 * 1024;
+
+/**
+ * What the kernel has taken of what was written to `socket`: written minus what still waits
+ * in Node's buffers. A client reading moves it on; one that stopped does not.
+ */
+const flushedBytes = (socket: Socket): number => socket.bytesWritten - socket.writableLength;
+
+/** A connection as the sweep of unsent answers sees it. */
+export interface Sending {
+  readonly socket: Socket;
+  /** The answers of the requests being answered. */
+  readonly answers: Set<ServerResponse>;
+  /** Bytes the kernel had taken from the socket at the last sweep, and since when. */
+  flushed: number;
+  flushedSince: number;
+}
+
+/**
+ * One sweep over `connections` at `now`: those whose answer has not moved for
+ * `sendTimeoutMs` (the send timeout), and those to close because all together hold more
+ * than UNSENT_IN_ALL unsent (overBudget, among those whose answer did not move since the
+ * last sweep). Records each connection's progress for the next sweep.
+ */
+export function stalledAnswers<C extends Sending>(
+  connections: Iterable<C>,
+  now: number,
+  sendTimeoutMs: number,
+): { timedOut: C[]; overBound: C[] } {
+  let total = 0;
+  const timedOut: C[] = [];
+  const stalled: { connection: C; unsent: number }[] = [];
+  for (const connection of connections) {
+    const socket = connection.socket;
+    const flushed = flushedBytes(socket);
+    if (socket.writableLength === 0 || flushed !== connection.flushed) {
+      connection.flushed = flushed;
+      connection.flushedSince = now;
+      total += unsentBytes(socket, connection.answers);
+    } else if (now - connection.flushedSince >= sendTimeoutMs) {
+      timedOut.push(connection);
+    } else {
+      const unsent = unsentBytes(socket, connection.answers);
+      total += unsent;
+      stalled.push({ connection, unsent });
+    }
+  }
+  return { timedOut, overBound: overBudget(stalled, total) };
+}
+
+/**
+ * What `socket` holds unsent of its answers: the one being sent is in the socket's buffers;
+ * those queued behind it (pipelined) have no socket yet and hold their own.
+ */
+export function unsentBytes(socket: Socket, answers: Iterable<ServerResponse>): number {
+  let unsent = socket.writableLength;
+  for (const answer of answers) if (answer.socket === null) unsent += answer.writableLength;
+  return unsent;
+}
+
+/**
+ * Which of `stalled` (connections whose client took nothing lately, with what each holds
+ * unsent) to close so that `total`, what every connection holds, is within `budget`: the
+ * largest first. None while `total` is within it.
+ */
+export function overBudget<C>(
+  stalled: { connection: C; unsent: number }[],
+  total: number,
+  budget = UNSENT_IN_ALL,
+): C[] {
+  const cut: C[] = [];
+  if (total <= budget) return cut;
+  for (const { connection, unsent } of [...stalled].sort((a, b) => b.unsent - a.unsent)) {
+    if (total <= budget) break;
+    cut.push(connection);
+    total -= unsent;
+  }
+  return cut;
+}

@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { test } from 'node:test';
+import {
+  overBudget,
+  type Sending,
+  stalledAnswers,
+  unsentBytes,
+} from '../../src/http/unsent-answers.js';
+
+// What connections hold unsent, and which of them a sweep closes: by the send timeout, or
+// because all together hold more than their bound. Sockets and answers here are the few
+// fields the sweep reads.
+
+const socket = (bytesWritten: number, writableLength: number) =>
+  ({ bytesWritten, writableLength }) as Socket;
+const answer = (attached: boolean, writableLength: number) =>
+  ({ socket: attached ? {} : null, writableLength }) as ServerResponse;
+
+function connection(
+  name: string,
+  sent: number,
+  unsent: number,
+  queued = 0,
+): Sending & { name: string } {
+  return {
+    name,
+    socket: socket(sent + unsent, unsent),
+    answers: new Set(queued > 0 ? [answer(true, unsent), answer(false, queued)] : []),
+    flushed: sent,
+    flushedSince: 0,
+  };
+}
+
+test('what a connection holds unsent: its socket, and the answers queued behind without one', () => {
+  assert.equal(unsentBytes(socket(100, 40), []), 40);
+  // The answer being sent counts through its socket; one queued behind holds its own.
+  assert.equal(unsentBytes(socket(100, 40), [answer(true, 40), answer(false, 500)]), 540);
+});
+
+test('within the bound nothing is closed; past it the largest stalled go first, until within', () => {
+  const stalled = [
+    { connection: 'a', unsent: 10 },
+    { connection: 'b', unsent: 50 },
+    { connection: 'c', unsent: 30 },
+  ];
+  assert.deepEqual(overBudget(stalled, 90, 100), []);
+  assert.deepEqual(overBudget(stalled, 130, 100), ['b']);
+  assert.deepEqual(overBudget(stalled, 170, 100), ['b', 'c']);
+  // Not enough stalled to get within: every stalled one goes, the others stay.
+  assert.deepEqual(overBudget(stalled, 500, 100), ['b', 'c', 'a']);
+});
+
+test('a sweep: the send timeout, then the bound among those that took nothing since the last', () => {
+  const big = 40 * 1024 * 1024;
+  // Its client took 1,000 bytes since the last sweep.
+  const moving = { ...connection('moving', 0, big), socket: socket(1_000 + big, big) };
+  const timedOut = connection('timed out', 5, 10);
+  timedOut.flushedSince = -60_000;
+  const stalledBig = connection('stalled, large', 7, big, big);
+  const stalledSmall = connection('stalled, small', 3, 1_000);
+  const idle = connection('idle', 9, 0);
+  const swept = stalledAnswers([moving, timedOut, stalledBig, stalledSmall, idle], 1_000, 30_000);
+  assert.deepEqual(
+    swept.timedOut.map((c) => c.name),
+    ['timed out'],
+  );
+  // 40 MB moving + 80 MB stalled: past 64 MB in all, and the large stalled one gets it within.
+  assert.deepEqual(
+    swept.overBound.map((c) => c.name),
+    ['stalled, large'],
+  );
+  assert.equal(moving.flushed, 1_000, 'progress recorded for the next sweep');
+  assert.equal(moving.flushedSince, 1_000);
+});
