@@ -1,14 +1,22 @@
 import { Readable } from 'node:stream';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ChangeEvent } from '../../core/change-events.js';
 import { ApiError } from '../../core/errors.js';
 import { eventFrame, HEARTBEAT, streamOpening } from '../../api/event-stream.js';
 import type { EventFeed } from '../../service/event-feed.js';
 import type { FeedCursor } from '../../service/recent-events.js';
+import { TurnGate } from './turn-gate.js';
 
 /** Events one read of the feed hands a stream at most. */
 const STREAM_BATCH = 100;
+
+/**
+ * The batches of streams catching up (after a full batch) that one turn of the event loop
+ * reads, all streams together: each reads up to STREAM_BATCH events (synchronously on
+ * SQLite) and makes their text, about a millisecond.
+ */
+export const CATCH_UP_BATCHES_PER_TURN = 4;
+const catchingUp = new TurnGate(CATCH_UP_BATCHES_PER_TURN);
 
 /**
  * The text of the last batch sent, made once for every stream that sends the same batch next
@@ -126,8 +134,9 @@ async function* following(
       // A full batch: the stream is catching up, its next read may be at hand at once (and
       // on SQLite, synchronous), and as long as the client's socket takes the text the
       // stream would read on without the event loop ever turning: a few readers from an old
-      // position held every other request for seconds. A turn between its batches.
-      if (full) await nextTurn();
+      // position held every other request for seconds. Its next batch waits for room in a
+      // turn, with every other stream catching up (see TurnGate).
+      if (full) await catchingUp.pass();
       continue;
     }
     const idle = performance.now() - sent;

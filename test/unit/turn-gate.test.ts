@@ -1,0 +1,44 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { TurnGate } from '../../src/http/routes/turn-gate.js';
+
+// A turn of the event loop lets `perTurn` callers through, and the others go at the turns
+// after (setImmediate: after each turn's I/O), in the order they came.
+
+const settled = () => new Promise<void>((resolve) => queueMicrotask(resolve));
+
+test('a turn lets perTurn callers through, the rest one turn after another, in order', async () => {
+  const gate = new TurnGate(2);
+  const order: number[] = [];
+  const passes = [1, 2, 3, 4, 5].map((n) => gate.pass().then(() => order.push(n)));
+  await settled();
+  assert.deepEqual(order, [1, 2]);
+  assert.equal(gate.queued, 3);
+  await nextTurn();
+  await settled();
+  assert.deepEqual(order, [1, 2, 3, 4]);
+  await nextTurn();
+  await Promise.all(passes);
+  assert.deepEqual(order, [1, 2, 3, 4, 5]);
+});
+
+test('the count starts anew each turn, and a newcomer queues behind those waiting', async () => {
+  const gate = new TurnGate(1);
+  await gate.pass();
+  const late = gate.pass();
+  let passed = false;
+  void late.then(() => (passed = true));
+  await settled();
+  assert.equal(passed, false, 'the turn had let one through');
+  await nextTurn();
+  await settled();
+  assert.equal(passed, true);
+  // A later turn with nobody waiting: one at once again.
+  await nextTurn();
+  await nextTurn();
+  let now = false;
+  void gate.pass().then(() => (now = true));
+  await settled();
+  assert.equal(now, true);
+});
