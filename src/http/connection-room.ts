@@ -15,6 +15,8 @@ export class ConnectionRoom {
   /** Connections closed at the limit since the last report: to make room, or for want of it. */
   private reclaimed = 0;
   private refused = 0;
+  /** The server is closing: an idle connection is closed, not kept (see closeIdle). */
+  private closing = false;
 
   constructor(readonly max: number) {}
 
@@ -29,7 +31,25 @@ export class ConnectionRoom {
   /** `socket` has no request unanswered (it has just opened, or answered its last). */
   isIdle(socket: Socket): void {
     this.idle.delete(socket);
-    if (!socket.destroyed) this.idle.add(socket);
+    if (socket.destroyed) return;
+    if (this.closing && socket.writableLength === 0) socket.destroy();
+    else this.idle.add(socket);
+  }
+
+  /**
+   * The server is closing (Node's `server.close()` calls this as `closeIdleConnections`):
+   * closes the connections idle now, and each one as it becomes idle. Node's own closes a
+   * connection whose answer is ended (`res.end()` called) whether it was sent or not: a
+   * client reading a large answer slowly lost its end (got 7 of 48 MB, in a test). Here an
+   * answer still being sent is left to finish, or to the send timeout of a shutdown.
+   */
+  closeIdle(): void {
+    this.closing = true;
+    for (const socket of this.idle) {
+      if (socket.writableLength > 0) continue;
+      this.idle.delete(socket);
+      socket.destroy();
+    }
   }
 
   /** `socket` has a request being answered, or has closed. */

@@ -57,7 +57,7 @@ interface Connection extends Sending {
 /** How often stalled answers are looked for; a send timeout holds to about this. */
 const SWEEP_MS = 1_000;
 
-/** Looks for stalled answers per send timeout once the server is closing (see `closing`). */
+/** Looks per send timeout once the server is closing (see `closing`). */
 const CLOSING_LOOKS = 2;
 
 // The guard of each server one made: shutdown asks it what is still unanswered.
@@ -107,6 +107,7 @@ export class ConnectionGuard {
     if (this.limits.maxConnections !== undefined) {
       server.maxConnections = ConnectionRoom.nodeCap(this.limits.maxConnections);
     }
+    server.closeIdleConnections = () => this.room.closeIdle();
     guards.set(server, this);
     this.server = server;
     server.on('connection', (socket: Socket) => this.track(socket));
@@ -138,9 +139,8 @@ export class ConnectionGuard {
 
   unanswered(): number {
     let requests = 0;
-    for (const { inFlight, waiting } of this.connections.values()) {
+    for (const { inFlight, waiting } of this.connections.values())
       requests += inFlight + waiting.length;
-    }
     return requests;
   }
 

@@ -137,3 +137,45 @@ test('closing: an answer not begun, or fully taken, is left alone; a stalled one
   waiting.end('{}');
   await once(waiting, 'finish');
 });
+
+test('closing: an answer ended but still being sent reaches its client; idle connections close', async (t) => {
+  const body = Buffer.alloc(beyondTheKernel() << 20, 'x');
+  const guard = new ConnectionGuard({ inFlight: 8, pipelined: 64, sendTimeoutMs: 60_000 });
+  const server = guard.createServer(
+    (_request, response) => {
+      response.setHeader('content-length', body.length);
+      response.end(body);
+    },
+    { keepAliveTimeout: 60_000 },
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.closeAllConnections());
+  const { port } = server.address() as AddressInfo;
+  const client = (reads: Reads) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    t.after(() => socket.destroy());
+    let received = 0;
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      if (reads === 'slowly') {
+        socket.pause();
+        setTimeout(() => socket.resume(), 2);
+      }
+    });
+    socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    return { socket, received: () => received };
+  };
+  // One client takes its whole answer and stays connected, idle; another reads slowly.
+  const idle = client(true);
+  await until(() => idle.received() > body.length, 'the first answer');
+  const slow = client('slowly');
+  await until(() => slow.received() > 0, 'the second answer begun');
+  const closed = once(server, 'close');
+  server.close();
+  await once(idle.socket, 'close');
+  assert.ok(slow.received() < body.length, 'the answer was still being sent at the close');
+  await once(slow.socket, 'close');
+  assert.ok(slow.received() > body.length, `${slow.received()} bytes of ${body.length} and more`);
+  await closed;
+});
