@@ -54,10 +54,9 @@ interface Connection extends Sending {
   drainAwaited: boolean;
 }
 
-/** How often stalled answers are looked for; a send timeout holds to about this. */
+/** How often stalled answers are looked for (a send timeout holds to about this), and how
+ * many looks a send timeout has once the server is closing (see `closing`). */
 const SWEEP_MS = 1_000;
-
-/** Looks per send timeout once the server is closing (see `closing`). */
 const CLOSING_LOOKS = 2;
 
 // The guard of each server one made: shutdown asks it what is still unanswered.
@@ -160,6 +159,7 @@ export class ConnectionGuard {
       drainAwaited: false,
       flushed: 0,
       flushedSince: this.now(),
+      queued: 0,
     };
     this.connections.set(socket, connection);
     this.room.isIdle(socket);

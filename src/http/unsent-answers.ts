@@ -19,10 +19,18 @@ export const UNSENT_PER_CONNECTION = 64 * 1024;
 export const UNSENT_IN_ALL = 64 * 1024 * 1024;
 
 /**
- * What the kernel has taken of what was written to `socket`: written minus what still waits
- * in Node's buffers. A client reading moves it on; one that stopped does not.
+ * What the kernel has taken of what was written to `socket`, by whole writes: written minus
+ * what still waits in Node's buffers. Node counts a write as waiting until all of it has gone,
+ * so within one large write (an answer is one `res.end`) this does not move: see `queuedBytes`.
  */
 const flushedBytes = (socket: Socket): number => socket.bytesWritten - socket.writableLength;
+
+/**
+ * What libuv still holds of the writes handed to it (its write queue): it shrinks as the
+ * kernel takes part of a large write, which `flushedBytes` does not show.
+ */
+const queuedBytes = (socket: Socket): number =>
+  (socket as { _handle?: { writeQueueSize?: number } | null })._handle?.writeQueueSize ?? 0;
 
 /** A connection as the sweep of unsent answers sees it. */
 export interface Sending {
@@ -32,6 +40,8 @@ export interface Sending {
   /** Bytes the kernel had taken from the socket at the last sweep, and since when. */
   flushed: number;
   flushedSince: number;
+  /** libuv's write queue at the last sweep: the kernel took some of it if it is smaller now. */
+  queued: number;
 }
 
 /**
@@ -51,7 +61,10 @@ export function stalledAnswers<C extends Sending>(
   for (const connection of connections) {
     const socket = connection.socket;
     const flushed = flushedBytes(socket);
-    if (socket.writableLength === 0 || flushed !== connection.flushed) {
+    const queued = queuedBytes(socket);
+    const moved = flushed !== connection.flushed || queued < connection.queued;
+    connection.queued = queued;
+    if (socket.writableLength === 0 || moved) {
       connection.flushed = flushed;
       connection.flushedSince = now;
       total += unsentBytes(socket, connection.answers);

@@ -107,7 +107,7 @@ test(
     const reading = responses[0]!;
     const body = new Readable({ read() {} });
     body.pipe(reading);
-    guard.closing(200);
+    guard.closing(500);
     pushBatches(body, 16);
     body.push(null);
     const ended = await Promise.race([

@@ -30,6 +30,7 @@ function connection(
     answers: new Set(queued > 0 ? [answer(true, unsent), answer(false, queued)] : []),
     flushed: sent,
     flushedSince: 0,
+    queued: 0,
   };
 }
 
@@ -73,4 +74,22 @@ test('a sweep: the send timeout, then the bound among those that took nothing si
   );
   assert.equal(moving.flushed, 1_000, 'progress recorded for the next sweep');
   assert.equal(moving.flushedSince, 1_000);
+});
+
+test('a sweep sees progress inside one large write: the write queue of libuv shrinks', () => {
+  // One write of 10 MB under way: Node counts all of it as waiting until it has gone, so
+  // written minus waiting stays put; libuv's queue shows the kernel taking part of it.
+  const writing = (queue: number) =>
+    ({
+      bytesWritten: 10e6,
+      writableLength: 10e6,
+      _handle: { writeQueueSize: queue },
+    }) as unknown as Socket;
+  const c = { ...connection('one write', 0, 0), socket: writing(9e6), flushedSince: -1_000 };
+  assert.deepEqual(stalledAnswers([c], 0, 30_000).timedOut, []);
+  c.socket = writing(8e6);
+  assert.deepEqual(stalledAnswers([c], 29_000, 30_000).timedOut, [], 'the queue shrank: moving');
+  // It stops shrinking: stalled from the last look that saw it move.
+  assert.deepEqual(stalledAnswers([c], 50_000, 30_000).timedOut, []);
+  assert.deepEqual(stalledAnswers([c], 59_000, 30_000).timedOut.length, 1);
 });

@@ -13,11 +13,12 @@ export const withFinalNewline = (text: string): string =>
 const isJson = (type: unknown) => typeof type === 'string' && type.startsWith('application/json');
 
 /**
- * The one place the bodies Fastify serialized (an operation's answer, an error, the OpenAPI
- * document) get their final newline: an onSend hook, run after serialization, whatever
- * serialized them. Bodies that are no JSON text (the /docs assets, a stream) pass as they
- * are. Two answers are written outside Fastify's hooks and end theirs as this does: those of
- * its frameworkErrors (app.ts) and those written straight to the socket (raw-errors.ts).
+ * The one place the bodies Fastify serialized (an operation's answer, an error) get their
+ * final newline: an onSend hook, run after serialization, whatever serialized them. Bodies
+ * that are no JSON text (the /docs assets, a stream) pass as they are. Three answers end
+ * theirs as this does, outside it: those of Fastify's frameworkErrors (app.ts), those written
+ * straight to the socket (raw-errors.ts), and the OpenAPI document, one shared Buffer
+ * (routes/system.ts).
  */
 export function endJsonBodiesWithNewline(app: FastifyInstance): void {
   app.addHook('onSend', (_request, reply, payload, done) => {
