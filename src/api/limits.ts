@@ -61,6 +61,7 @@ export const SEND_TIMEOUT_MS = 30_000;
 /**
  * Once a shutdown begins, the send timeout is this (or the configured one, if shorter): a
  * client that stopped reading an answer, an event stream most often, would otherwise hold the
- * shutdown for its whole grace. One still taking bytes, however slowly, reads to the end.
+ * shutdown for its whole grace. One still taking bytes reads to the end, as long as the
+ * server's buffers for it move within that time (the kernel's own cannot be seen).
  */
 export const SHUTDOWN_SEND_TIMEOUT_MS = 1_000;
