@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
-import { readFileSync } from 'node:fs';
 import { test, type TestContext } from 'node:test';
 import { ConnectionGuard } from '../../src/http/connections.js';
+import { beyondTheKernel } from '../helpers/tcp-buffers.js';
 import { setup } from '../helpers/setup.js';
 
 // The bounds of one connection, through the guard alone (a handler that answers when the
@@ -238,9 +238,7 @@ test('at the connection limit, connections that never sent a whole request make 
 test('while an answer waits unsent, no more requests of its connection are handed on', async (t) => {
   // More than the kernel's buffers on both sides can take, as a client that stopped reading
   // leaves it: the answer waits in the process, and so would the others, each its own.
-  const largest = (way: string) =>
-    Number(readFileSync(`/proc/sys/net/ipv4/tcp_${way}`, 'utf8').trim().split(/\s+/)[2]);
-  const body = Buffer.alloc(largest('wmem') + largest('rmem') + (1 << 20), 'x');
+  const body = Buffer.alloc(beyondTheKernel() << 20, 'x');
   let handedOn = 0;
   const guard = new ConnectionGuard({ inFlight: 3, pipelined: 6, sendTimeoutMs: 60_000 });
   const server = guard.createServer(

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { Readable } from 'node:stream';
 import { test, type TestContext } from 'node:test';
 import { ConnectionGuard } from '../../src/http/connections.js';
+import { beyondTheKernel } from '../helpers/tcp-buffers.js';
 
 // At shutdown the connection guard's send timeout drops to about a second: an answer whose
 // client stopped reading (an event stream above all) is cut off, not waited for through the
@@ -58,14 +58,6 @@ async function guarded(
   }
   return { guard, responses };
 }
-
-/** The largest buffer TCP gives a socket for `way` (the third field of tcp_wmem, tcp_rmem). */
-const largestBuffer = (way: 'wmem' | 'rmem') =>
-  Number(readFileSync(`/proc/sys/net/ipv4/tcp_${way}`, 'utf8').trim().split(/\s+/)[2]);
-
-/** MiB more than the kernel's buffers on both sides can ever take of one connection. */
-const beyondTheKernel = () =>
-  Math.ceil((largestBuffer('wmem') + largestBuffer('rmem')) / (1 << 20)) + 1;
 
 /** Pushes `mib` MiB of 32 KiB batches (an event stream's are up to 100 events, tens of KiB). */
 function pushBatches(body: Readable, mib: number): void {
