@@ -9,6 +9,7 @@ import {
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { ConnectionRoom } from './connection-room.js';
+import { keepStoppedOnDrain, resumeReading, stopReading } from './socket-reading.js';
 import {
   type Sending,
   stalledAnswers,
@@ -31,24 +32,13 @@ export interface ConnectionLimits {
   maxConnections?: number;
 }
 
-/**
- * Node's own pipelining brake (lib/_http_server.js) pauses a connection only when answers
- * pile up unsent, which answers produced asynchronously never do: it would parse and start
- * every request a client pipelines. Setting `_paused` the way it does makes Node stop
- * reading the socket and pause its parser after the bytes at hand, and keeps Node from
- * reading again on its own until `_paused` is cleared (see onSocketResume there).
- */
-interface HttpSocket extends Socket {
-  _paused?: boolean;
-  parser?: { resume(): void } | null;
-}
-
 interface Connection extends Sending {
-  readonly socket: HttpSocket;
+  readonly socket: Socket;
   /** Requests handed to the app and not yet answered. */
   inFlight: number;
   /** Requests parsed while no more could be handed on, waiting their turn, oldest first. */
   readonly waiting: [IncomingMessage, ServerResponse][];
+  /** Reading stopped by the guard (see socket-reading.ts); `mustWait` says why. */
   pausedHere: boolean;
   /** Waiting for the socket to drain before handing on more (see `mayHandOn`). */
   drainAwaited: boolean;
@@ -163,6 +153,11 @@ export class ConnectionGuard {
     };
     this.connections.set(socket, connection);
     this.room.isIdle(socket);
+    keepStoppedOnDrain(socket, () => {
+      // Left stopped only for this drain (see `next`), it may read again now.
+      connection.pausedHere = connection.pausedHere && this.mustWait(connection);
+      return connection.pausedHere;
+    });
     socket.once('close', () => {
       this.connections.delete(socket);
       this.room.isBusy(socket);
@@ -183,14 +178,9 @@ export class ConnectionGuard {
       this.disconnect(connection, 'too many pipelined requests');
       return;
     }
-    if (
-      (connection.inFlight >= this.limits.inFlight || connection.waiting.length > 0) &&
-      !connection.pausedHere
-    ) {
-      const socket = connection.socket;
+    if (this.mustWait(connection) && !connection.pausedHere) {
       connection.pausedHere = true;
-      socket._paused = true;
-      socket.pause();
+      stopReading(connection.socket);
     }
   }
 
@@ -228,18 +218,16 @@ export class ConnectionGuard {
       const [request, response] = connection.waiting.shift()!;
       this.dispatch(connection, request, response, handler);
     }
-    // Node also pauses a connection whose answers wait to be sent; it resumes that one itself.
-    if (
-      connection.pausedHere &&
-      connection.inFlight < this.limits.inFlight &&
-      connection.waiting.length === 0 &&
-      !socket.writableNeedDrain
-    ) {
+    // While the socket needs a drain, Node's own brake may hold it too: its drain resumes.
+    if (connection.pausedHere && !this.mustWait(connection) && !socket.writableNeedDrain) {
       connection.pausedHere = false;
-      socket._paused = false;
-      socket.parser?.resume();
-      socket.resume();
+      resumeReading(socket);
     }
+  }
+
+  /** Whether the guard keeps the connection unread: no more of its requests may start. */
+  private mustWait(connection: Connection): boolean {
+    return connection.inFlight >= this.limits.inFlight || connection.waiting.length > 0;
   }
 
   /**

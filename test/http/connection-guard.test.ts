@@ -50,7 +50,12 @@ async function guarded(
     server.closeAllConnections();
     server.close();
   });
-  return { held, port: (server.address() as AddressInfo).port, accepted: () => accepted };
+  return {
+    held,
+    guard,
+    port: (server.address() as AddressInfo).port,
+    accepted: () => accepted,
+  };
 }
 
 test('a connection has at most `inFlight` requests handed on; the rest wait their turn', async (t) => {
@@ -94,6 +99,53 @@ test('reading stops while a connection has `inFlight` unanswered requests', asyn
   held[0]!.end('a');
   held[1]!.end('b');
   await until(() => held.length === 4, 'reading resumed');
+});
+
+test('reading stays stopped after an answer in progress drains the socket', async (t) => {
+  // Node resumes reading on every drain of the socket (socketOnDrain in _http_server.js),
+  // whoever paused it: here the answer in flight writes more than the socket buffers, so
+  // its drain comes while the connection must still not be read.
+  const { held, port, guard } = await guarded(t, { inFlight: 1, pipelined: 8 });
+  const socket = openSocket(t, port);
+  let text = '';
+  socket.setEncoding('latin1').on('data', (chunk: string) => (text += chunk));
+  socket.write(healthz(1));
+  await until(() => held.length === 1, 'the first request');
+  const first = held[0]!;
+  const drained = new Promise((resolve) => first.socket!.once('drain', resolve));
+  first.write(Buffer.alloc(1 << 20, 'x'));
+  await drained;
+  await until(() => text.length > 1 << 20, 'the written part taken');
+  socket.write(healthz(2) + healthz(3) + healthz(4));
+  // A request on another connection, sent after those: once it is handed on, the server
+  // has had its turn to read the first connection too, were it reading.
+  openSocket(t, port).write(healthz(5));
+  await until(() => held.length === 2, "the other connection's request");
+  assert.equal(guard.unanswered(), 2, 'nothing more read from the first connection');
+  first.end();
+  for (let answered = 2; answered < 5; answered += 1) {
+    await until(() => held.length === answered + 1, `request ${answered}`);
+    held[answered]!.end('more');
+  }
+  await until(() => text.split('HTTP/1.1 200').length === 5, 'four answers');
+});
+
+test('a connection left unread until its socket drains is read again after the drain', async (t) => {
+  const { held, port } = await guarded(t, { inFlight: 2, pipelined: 8 });
+  const socket = openSocket(t, port).pause();
+  socket.write(healthz(1) + healthz(2));
+  await until(() => held.length === 2, 'two requests, as many as may be answered at once');
+  // The second answer, queued behind the first, goes out when the first ends: more than the
+  // kernel takes, so the socket needs a drain when the first is done and one fewer is in flight.
+  held[1]!.write(Buffer.alloc(beyondTheKernel() << 20, 'x'));
+  const firstDone = new Promise((resolve) => held[0]!.once('close', resolve));
+  held[0]!.end('one');
+  await firstDone;
+  assert.equal(held[1]!.socket!.writableNeedDrain, true);
+  socket.resume();
+  await new Promise((resolve) => held[1]!.socket!.once('drain', resolve));
+  socket.write(healthz(3));
+  await until(() => held.length === 3, 'the third request, while the second is still answered');
 });
 
 /** The app of `setup` listening on a port, with a token that may create plants. */
