@@ -32,7 +32,9 @@ export const listEvents = {
     'events after that position. Each ' +
     'process serves `--max-event-streams` streams and long polls at once ' +
     `(by default a quarter of \`--max-connections\`: ${EVENT_LIMITS.maxStreams} with its ` +
-    'default); past it, `503` (50302) with `Retry-After`.',
+    'default); past it, `503` (50302) with `Retry-After`. Those slots are shared among ' +
+    'tokens: past it, a token with at least two fewer than the token with the most takes ' +
+    "that token's oldest (it ends; its client resumes), so each token gets an equal share.",
   tag: 'events',
   scope: 'events:read',
   query: EventQuery,

@@ -1,6 +1,7 @@
 import { type ChangeEvent, EVENT_LIMITS } from '../core/change-events.js';
 import { eventsPastHead, eventsPruned, noEventStreamLeft } from '../core/event-errors.js';
 import { type Log, silentLog } from '../core/log.js';
+import { SharedSlots } from '../core/shared-slots.js';
 import type { EventLog, HandedEvents } from '../store/store.js';
 import { type FeedCursor, RecentEvents } from './recent-events.js';
 
@@ -45,8 +46,8 @@ type Waiter = { after: bigint; wake: (found: boolean) => void };
  * process; and once a second while anyone waits). What open streams have yet to read is
  * kept in memory: a thousand streams up to date cost one read of the database per change;
  * the events of this process's own commits, where the store hands them over (SQLite), none
- * while they follow what the feed holds. Counts the streams and long polls open, to refuse
- * those past `maxStreams`.
+ * while they follow what the feed holds. Shares `maxStreams` slots among the tokens of the
+ * streams and long polls open.
  */
 export class EventFeed {
   readonly maxStreams: number;
@@ -67,7 +68,7 @@ export class EventFeed {
   /** An append was heard while nobody waited: `head` may be behind the log. */
   private stale = false;
   private readonly waiters = new Set<Waiter>();
-  private open = 0;
+  private readonly slots: SharedSlots<number>;
   private closed = false;
   private timer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
@@ -78,6 +79,7 @@ export class EventFeed {
   ) {
     this.settle = settle ?? (() => Promise.resolve());
     this.maxStreams = maxStreams ?? EVENT_LIMITS.maxStreams;
+    this.slots = new SharedSlots(this.maxStreams);
     this.heartbeatMs = heartbeatMs ?? EVENT_LIMITS.heartbeatMs;
     this.tokenCheckMs = tokenCheckMs ?? EVENT_LIMITS.tokenCheckMs;
     this.log = log ?? silentLog;
@@ -146,24 +148,21 @@ export class EventFeed {
   }
 
   /**
-   * Counts a stream or long poll as open until the function answered is called; throws
-   * `tooManyEventStreams` when `maxStreams` are open already, or when the feed is closing.
+   * Counts a stream or long poll of `holder` (its token) as open until the function answered
+   * is called; throws `tooManyEventStreams` when no slot may be had (see SharedSlots: past
+   * `maxStreams`, a token with fewer takes the oldest of the token with the most, and `end`
+   * of that one is called), or when the feed is closing.
    */
-  admit(): () => void {
+  admit(holder: number, end: () => void): () => void {
     if (this.closed) throw noEventStreamLeft(undefined);
-    if (this.open >= this.maxStreams) throw noEventStreamLeft(this.maxStreams);
-    this.open += 1;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.open -= 1;
-    };
+    const release = this.slots.take(holder, end);
+    if (release === undefined) throw noEventStreamLeft(this.maxStreams);
+    return release;
   }
 
   /** Streams and long polls open now. */
   get streams(): number {
-    return this.open;
+    return this.slots.inUse;
   }
 
   get isClosed(): boolean {
@@ -208,7 +207,8 @@ export class EventFeed {
     // A look that has not read yet reads this commit too: not `again` (under steady writes,
     // looks would follow each other for good).
     if (handed !== undefined && this.lookPending) return;
-    const takes = (this.open > 0 || this.waiters.size > 0) && !this.stale && !this.refreshing;
+    const takes =
+      (this.slots.inUse > 0 || this.waiters.size > 0) && !this.stale && !this.refreshing;
     if (takes && handed !== undefined && this.take(handed())) return;
     if (this.waiters.size > 0) void this.refresh();
     else this.stale = true;

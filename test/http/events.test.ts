@@ -358,6 +358,34 @@ forEachBackend(({ setup }) => {
     assert.ok(turns >= Math.floor(gated / CATCH_UP_BATCHES_PER_TURN), `${turns} turns`);
   });
 
+  test('at --max-event-streams, another token takes the oldest of the one with the most', async (t) => {
+    const app = await feedApp(setup, t, { events: { maxStreams: 2, heartbeatMs: 600_000 } });
+    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+    const oldest = await readEvents(t, `${base}/events?after=now`, app.token);
+    await oldest.firstId();
+    const kept = await readEvents(t, `${base}/events?after=now`, app.token);
+    await kept.firstId();
+    const other = await app.newToken(['events:read']);
+    const asOther = (url: string, accept = 'application/json') =>
+      app.app.inject({ url, headers: { authorization: `Bearer ${other}`, accept } });
+    // A long poll of the other token: it takes a slot, and answers once it has waited.
+    const poll = asOther('/events?after=now&wait=1s');
+    assert.equal((await poll).statusCode, 200);
+    assert.equal(await oldest.ended, 'ended', "the first token's oldest stream ends cleanly");
+    const theirs = await readEvents(t, `${base}/events?after=now`, other);
+    await theirs.firstId();
+    // One each now: neither token takes the other's slot.
+    const refused = await asOther('/events', 'text/event-stream');
+    assert.equal(refused.statusCode, 503);
+    assert.equal((await app.call('/events?wait=1s')).statusCode, 503);
+    const fern = await app.create({ name: 'Fern' });
+    for (const reader of [kept, theirs]) {
+      const [event] = await reader.take(1);
+      assert.equal(event!.event, 'plant.created');
+      assert.match(event!.data, new RegExp(`"id":${fern.id},`));
+    }
+  });
+
   test('past --max-event-streams, 503 with Retry-After; closing the app ends the streams', async (t) => {
     const app = await feedApp(setup, t, { events: { maxStreams: 2 } });
     const base = await app.app.listen({ host: '127.0.0.1', port: 0 });

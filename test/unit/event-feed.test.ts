@@ -54,7 +54,7 @@ async function following(initial = 0n) {
   const log = new MemoryLog();
   for (let p = 1n; p <= initial; p++) log.commit([p], { here: false });
   const feed = new EventFeed(log);
-  const release = feed.admit();
+  const release = feed.admit(1, () => assert.fail('no other token takes its slot'));
   const cursor = feed.follow(initial);
   assert.deepEqual(await feed.after(initial, 10), []);
   return { log, feed, release, cursor, readsBefore: log.reads };
@@ -165,7 +165,7 @@ describe('the changes feed and the events the store hands over', () => {
         looks += 1;
       },
     });
-    const release = feed.admit();
+    const release = feed.admit(1, () => assert.fail('no other token takes its slot'));
     feed.follow(0n);
     assert.deepEqual(await feed.after(0n, 10), []);
     const total = BigInt(3 * RECENT_EVENTS);

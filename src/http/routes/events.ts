@@ -38,7 +38,7 @@ export function eventRoutes(app: FastifyInstance, feed: EventFeed, tokens: Token
     const page =
       seconds === undefined
         ? await feed.page(after, limit)
-        : await longPoll(feed, after, limit, seconds * 1000, reply);
+        : await longPoll(feed, after, limit, seconds * 1000, request, reply);
     const waitParam = wait === undefined ? '' : `&wait=${wait}`;
     reply.header('link', `</events?after=${page.next}&limit=${limit}${waitParam}>; rel="next"`);
     return page.events.map((event) => ({ ...event, data: parseJson(event.data) }));
@@ -51,11 +51,13 @@ async function longPoll(
   after: bigint | undefined,
   limit: number,
   ms: number,
+  request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<FeedPage> {
-  const release = feed.admit();
   const stop = new AbortController();
   const abort = () => stop.abort();
+  // Its slot taken by another token's stream, it answers what it has now.
+  const release = feed.admit(holder(request), abort);
   reply.raw.once('close', abort);
   try {
     const page = await feed.page(after, limit);
@@ -81,9 +83,10 @@ async function stream(
 ): Promise<FastifyReply> {
   const resumed = parseLastEventId(request.headers['last-event-id']);
   if (resumed === null) throw new ApiError('malformedLastEventId');
-  const release = feed.admit();
   const gone = new AbortController();
   reply.raw.once('close', () => gone.abort());
+  // Its slot taken by another token's stream, it ends as when its client goes.
+  const release = feed.admit(holder(request), () => gone.abort());
   try {
     // A Last-Event-ID (a reader resuming) wins over `now`, whose head is read only without one.
     const from = resumed ?? (after === 'now' ? await feed.head() : after);
@@ -115,4 +118,11 @@ async function stream(
     release();
     throw error;
   }
+}
+
+/** Whose slot a stream or long poll holds: its token's (see auth.ts: the route needs one). */
+function holder(request: FastifyRequest): number {
+  const token = request.token;
+  if (token === null) throw new Error(`no token on ${request.method} ${request.url}`);
+  return token.id;
 }

@@ -1,0 +1,61 @@
+/**
+ * A fixed number of slots shared among holders (the tokens of the event streams and long
+ * polls a process serves) so that none can keep the others out: while slots are free anyone
+ * takes one; once all are taken, a holder with at least two fewer than the holder with the
+ * most takes that one's oldest, which is ended. Every holder that asks so gets an equal share
+ * (max-min fair), and one alone may take them all. The ended one's client resumes (a stream
+ * from its last event, a long poll with its next page) and, its holder now the one with the
+ * most, is refused until another holder lets a slot go.
+ */
+export class SharedSlots<Holder> {
+  private readonly held = new Map<Holder, Set<Slot>>();
+  private taken = 0;
+
+  constructor(readonly size: number) {}
+
+  /**
+   * A slot for `holder`, or undefined when none may be had: let go with the function answered
+   * (any number of times). `end` is called if another holder takes the slot away: it is let
+   * go already then.
+   */
+  take(holder: Holder, end: () => void): (() => void) | undefined {
+    if (this.taken >= this.size && !this.takeFromTheLargest(this.held.get(holder)?.size ?? 0)) {
+      return undefined;
+    }
+    let slots = this.held.get(holder);
+    if (slots === undefined) this.held.set(holder, (slots = new Set()));
+    const slot: Slot = { end };
+    slots.add(slot);
+    this.taken += 1;
+    return () => this.letGo(holder, slot);
+  }
+
+  /** Slots taken now. */
+  get inUse(): number {
+    return this.taken;
+  }
+
+  private takeFromTheLargest(mine: number): boolean {
+    let largest: [Holder, Set<Slot>] | undefined;
+    for (const entry of this.held) {
+      if (largest === undefined || entry[1].size > largest[1].size) largest = entry;
+    }
+    if (largest === undefined || largest[1].size < mine + 2) return false;
+    // A Set iterates in insertion order: its first slot is its oldest.
+    const oldest = largest[1].values().next().value!;
+    this.letGo(largest[0], oldest);
+    oldest.end();
+    return true;
+  }
+
+  private letGo(holder: Holder, slot: Slot): void {
+    const slots = this.held.get(holder);
+    if (slots === undefined || !slots.delete(slot)) return;
+    this.taken -= 1;
+    if (slots.size === 0) this.held.delete(holder);
+  }
+}
+
+interface Slot {
+  readonly end: () => void;
+}
