@@ -107,6 +107,11 @@ async function* following(
   let checked = performance.now();
   let sent = checked;
   const open = () => !signal.aborted && !feed.isClosed;
+  // Until a read finds fewer than a batch, the stream may be catching up: it reads the log
+  // (synchronously on SQLite) only with room in a turn, with every other stream catching up.
+  // Its first read too: hundreds of streams opened at once from an old position each read a
+  // batch in the same turn, and held every other request for a second.
+  let behind = true;
   while (open()) {
     if (performance.now() - checked >= feed.tokenCheckMs) {
       checked = performance.now();
@@ -114,6 +119,10 @@ async function* following(
         log.info('an event stream ends: its token was revoked or has expired');
         return;
       }
+    }
+    if (behind) {
+      await catchingUp.pass();
+      if (!open()) return;
     }
     let events;
     try {
@@ -128,17 +137,15 @@ async function* following(
       // Moved on before the text is taken: a client slow to take it holds none of the
       // feed's memory (its own batch only).
       position = cursor.position = events.at(-1)!.position;
-      const full = events.length === STREAM_BATCH;
+      // A full batch: its next read may be at hand at once, and as long as the client's
+      // socket takes the text the stream would read on without the event loop ever turning:
+      // a few readers from an old position held every other request for seconds.
+      behind = events.length === STREAM_BATCH;
       yield textOf(events);
       sent = performance.now();
-      // A full batch: the stream is catching up, its next read may be at hand at once (and
-      // on SQLite, synchronous), and as long as the client's socket takes the text the
-      // stream would read on without the event loop ever turning: a few readers from an old
-      // position held every other request for seconds. Its next batch waits for room in a
-      // turn, with every other stream catching up (see TurnGate).
-      if (full) await catchingUp.pass();
       continue;
     }
+    behind = false;
     const idle = performance.now() - sent;
     const wait = Math.min(feed.heartbeatMs - idle, feed.tokenCheckMs);
     if (!(await feed.waitBeyond(position, Math.max(wait, 0), signal)) && open()) {
