@@ -4,17 +4,11 @@ import type { ChangeEvent } from '../../src/core/change-events.js';
 import { EventFeed } from '../../src/service/event-feed.js';
 import { RECENT_EVENTS } from '../../src/service/recent-events.js';
 import type { EventLog, EventPage, HandedEvents } from '../../src/store/store.js';
+import { changeEvent } from '../helpers/change-events.js';
 
 // The feed against a log in memory: which appends it takes from the store's hand and which
 // send it to the log, counted by the log's reads. Nothing waits for a timer to run out: a
 // wake-up put off by LOOK_EVERY_MS is awaited as the promise it resolves.
-
-const event = (position: bigint): ChangeEvent => ({
-  position,
-  type: 'plant.created',
-  at: new Date(0),
-  data: `{"id":${position},"name":"p${position}"}`,
-});
 
 class MemoryLog implements EventLog {
   readonly entries: ChangeEvent[] = [];
@@ -42,7 +36,7 @@ class MemoryLog implements EventLog {
 
   /** Commits `positions`; this process's commit hands them over, another's does not. */
   commit(positions: bigint[], { here }: { here: boolean }): void {
-    const events = positions.map(event);
+    const events = positions.map(changeEvent);
     this.entries.push(...events);
     this.entries.sort((a, b) => (a.position < b.position ? -1 : 1));
     for (const listener of this.listeners) listener(here ? () => events : undefined);
@@ -83,7 +77,7 @@ describe('the changes feed and the events the store hands over', () => {
     const { log, feed, readsBefore } = await following(3n);
     const woken = feed.waitBeyond(3n, 60_000);
     // Position 4 is another process's: its data_version poll has not fired yet.
-    log.entries.push(event(4n));
+    log.entries.push(changeEvent(4n));
     log.commit([5n], { here: true });
     assert.equal(await woken, true);
     assert.deepEqual(positions(await feed.after(3n, 10)), [4n, 5n]);
@@ -94,13 +88,13 @@ describe('the changes feed and the events the store hands over', () => {
   it('ignores handed events it already read from the log', async () => {
     const { log, feed } = await following(0n);
     // Read from the log before this process's listener call came (a poll got there first).
-    log.entries.push(event(1n));
+    log.entries.push(changeEvent(1n));
     const woken = feed.waitBeyond(0n, 60_000);
     log.commit([2n], { here: false });
     assert.equal(await woken, true);
     assert.deepEqual(positions(await feed.after(0n, 10)), [1n, 2n]);
     const reads = log.reads;
-    const late = (position: bigint) => () => [event(position)];
+    const late = (position: bigint) => () => [changeEvent(position)];
     // The late call for 1, then this process's next commit: 1 is not appended twice.
     for (const listener of listenersOf(log)) listener(late(1n));
     const next = feed.waitBeyond(2n, 60_000);

@@ -1,24 +1,14 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { describe, it } from 'node:test';
-import type { FastifyBaseLogger } from 'fastify';
-import type { ChangeEvent } from '../../src/core/change-events.js';
 import { eventStream } from '../../src/http/routes/event-stream.js';
 import type { EventFeed } from '../../src/service/event-feed.js';
 import type { FeedCursor } from '../../src/service/recent-events.js';
+import { changeEvent, quietLog } from '../helpers/change-events.js';
 
 // An event stream's cursor, which tells the feed what it may drop from memory
 // (RecentEvents.forgetRead): moved on as the stream sends, closed however the stream ends.
 // Against a feed of two events that then waits until the stream stops it.
-
-const event = (position: bigint): ChangeEvent => ({
-  position,
-  type: 'plant.created',
-  at: new Date(0),
-  data: `{"id":${position},"name":"p${position}"}`,
-});
-
-const quiet = { info() {}, warn() {} } as unknown as FastifyBaseLogger;
 
 function twoEvents() {
   const cursors: (FeedCursor & { closed: boolean })[] = [];
@@ -41,7 +31,8 @@ function twoEvents() {
       cursors.push(cursor);
       return cursor;
     },
-    after: async (after: bigint) => (after < 2n ? [event(1n), event(2n)].slice(Number(after)) : []),
+    after: async (after: bigint) =>
+      after < 2n ? [changeEvent(1n), changeEvent(2n)].slice(Number(after)) : [],
     waitBeyond(_after: bigint, _ms: number, signal?: AbortSignal) {
       waiting();
       return new Promise<boolean>((resolve) => {
@@ -61,7 +52,7 @@ describe('an event stream and its cursor in the feed', () => {
       feed,
       0n,
       () => (released += 1),
-      quiet,
+      quietLog,
       gone.signal,
       async () => true,
     );

@@ -1,27 +1,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { FastifyBaseLogger } from 'fastify';
-import type { ChangeEvent } from '../../src/core/change-events.js';
 import { CATCH_UP_BATCHES_PER_TURN, eventStream } from '../../src/http/routes/event-stream.js';
 import type { EventFeed } from '../../src/service/event-feed.js';
+import { changeEvent, quietLog } from '../helpers/change-events.js';
 
 // Streams reading the log, counted by turns of the event loop: however many open at once
 // from an old position, a turn runs at most CATCH_UP_BATCHES_PER_TURN of their reads, the
 // first read of each stream included.
 
-const event = (position: bigint): ChangeEvent => ({
-  position,
-  type: 'plant.created',
-  at: new Date(0),
-  data: `{"id":${position},"name":"p${position}"}`,
-});
-
-const quiet = { info() {}, warn() {} } as unknown as FastifyBaseLogger;
-
 /** A feed of `batches` full batches of 100 events, whose reads (all at hand) are counted. */
 function feedOf(batches: number) {
   const calls = { reads: 0 };
-  const all = Array.from({ length: batches * 100 }, (_, i) => event(BigInt(i + 1)));
+  const all = Array.from({ length: batches * 100 }, (_, i) => changeEvent(BigInt(i + 1)));
   const feed = {
     isClosed: false,
     heartbeatMs: 60_000,
@@ -50,7 +40,7 @@ test('streams opened at once read at most a few batches a turn, their first ones
       feed,
       0n,
       () => undefined,
-      quiet,
+      quietLog,
       gone.signal,
       async () => true,
     );
