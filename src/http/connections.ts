@@ -9,7 +9,7 @@ import {
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { ConnectionRoom } from './connection-room.js';
-import { keepStoppedOnDrain, resumeReading, stopReading } from './socket-reading.js';
+import { keepStopped, resumeReading, stopReading } from './socket-reading.js';
 import {
   type Sending,
   stalledAnswers,
@@ -153,8 +153,8 @@ export class ConnectionGuard {
     };
     this.connections.set(socket, connection);
     this.room.isIdle(socket);
-    keepStoppedOnDrain(socket, () => {
-      // Left stopped only for this drain (see `next`), it may read again now.
+    keepStopped(socket, () => {
+      // Left stopped only for Node's brake (see `next`), which Node has just released.
       connection.pausedHere = connection.pausedHere && this.mustWait(connection);
       return connection.pausedHere;
     });

@@ -5,12 +5,12 @@ import type { Socket } from 'node:net';
  * pipelining brake does it (lib/_http_server.js). That brake stops a connection only when
  * answers pile up unsent, which answers produced asynchronously never do: it would parse and
  * start every request a client pipelines. Setting `_paused` makes Node pause its parser after
- * the bytes at hand and keeps its own resume (onSocketResume) from reading again, with one
- * exception undone by `keepStoppedOnDrain`.
+ * the bytes at hand and keeps its own resume (onSocketResume) from reading again, except
+ * where Node clears it itself: see `keepStopped`.
  */
 interface HttpSocket extends Socket {
   _paused?: boolean;
-  parser?: { pause(): void; resume(): void } | null;
+  parser?: { resume(): void } | null;
 }
 
 export function stopReading(socket: HttpSocket): void {
@@ -25,16 +25,15 @@ export function resumeReading(socket: HttpSocket): void {
 }
 
 /**
- * Node resumes reading on every drain of the socket, whoever stopped it (socketOnDrain, a
- * listener added when the connection came, before this one): while `stopped()` holds, this
- * stops it again. Only `_paused` is set back: the resume Node scheduled for the next tick
- * sees it and pauses the socket itself, which a pause now would not prevent.
+ * Node resumes reading whenever it finds its own brake released (socketOnDrain: on a drain
+ * of the socket, and whenever an answer queued behind another is written or sent on, with no
+ * drain event), whoever stopped it. Every such resume emits 'resume' a tick later, after
+ * Node's own listener: while `stopped()` holds, this stops the socket again there, before
+ * anything is read. The parser is left as Node set it: paused alone, with the socket still
+ * reading, it would meet the next bytes with an error (HPE_PAUSED, a 400).
  */
-export function keepStoppedOnDrain(socket: HttpSocket, stopped: () => boolean): void {
-  socket.on('drain', () => {
-    if (stopped() && socket._paused !== true) {
-      socket._paused = true;
-      socket.parser?.pause();
-    }
+export function keepStopped(socket: HttpSocket, stopped: () => boolean): void {
+  socket.on('resume', () => {
+    if (stopped()) stopReading(socket);
   });
 }

@@ -130,6 +130,29 @@ test('reading stays stopped after an answer in progress drains the socket', asyn
   await until(() => text.split('HTTP/1.1 200').length === 5, 'four answers');
 });
 
+test('reading stays stopped when an answer queued behind another is written first', async (t) => {
+  // Node resumes reading then too (socketOnDrain, called with no drain event).
+  const { held, port, guard } = await guarded(t, { inFlight: 2, pipelined: 8 });
+  const socket = openSocket(t, port);
+  let text = '';
+  socket.setEncoding('latin1').on('data', (chunk: string) => (text += chunk));
+  socket.write(healthz(1) + healthz(2));
+  await until(() => held.length === 2, 'two requests, as many as may be answered at once');
+  held[1]!.end('second');
+  socket.write(healthz(3) + healthz(4) + healthz(5));
+  // Once a request sent after those on another connection is handed on, the server has had
+  // its turn to read the first connection too, were it reading.
+  openSocket(t, port).write(healthz(6));
+  await until(() => held.length === 3, "the other connection's request");
+  assert.equal(guard.unanswered(), 3, 'nothing more read from the first connection');
+  held[0]!.end('first');
+  for (let answered = 3; answered < 6; answered += 1) {
+    await until(() => held.length > answered, `request ${answered}`);
+    held[answered]!.end('more');
+  }
+  await until(() => text.split('HTTP/1.1 200').length === 6, 'five answers');
+});
+
 test('a connection left unread until its socket drains is read again after the drain', async (t) => {
   const { held, port } = await guarded(t, { inFlight: 2, pipelined: 8 });
   const socket = openSocket(t, port).pause();
