@@ -160,10 +160,8 @@ export class EventFeed {
     return release;
   }
 
-  /** Streams and long polls open now. */
-  get streams(): number {
-    return this.slots.inUse;
-  }
+  /** Whether `after(position)` is answered from memory, with no read of the log. */
+  inMemory = (position: bigint): boolean => this.recent.holds(position);
 
   get isClosed(): boolean {
     return this.closed;

@@ -29,6 +29,7 @@ export class RecentEvents {
   private events: ChangeEvent[] = [];
   private low = 0n;
   private high = 0n;
+  private ready = false;
   private readonly cursors = new Set<FeedCursor>();
 
   /** A stream's cursor, at `position`: events above it are kept until it moves on. */
@@ -64,6 +65,7 @@ export class RecentEvents {
 
   /** Starts over at `position`, holding nothing: the log up to it is not held. */
   reset(position: bigint): void {
+    this.ready = true;
     this.events = [];
     this.low = this.high = position;
   }
@@ -100,6 +102,11 @@ export class RecentEvents {
     if (kept === 0) return;
     this.low = position < this.high ? position : this.high;
     this.events = this.events.slice(kept);
+  }
+
+  /** Whether `after` answers for `position` (nothing is held before the first `reset`). */
+  holds(position: bigint): boolean {
+    return this.ready && position >= this.low;
   }
 
   /** Up to `limit` events after `after`; undefined when some of them are no longer held. */

@@ -20,6 +20,7 @@ function twoEvents() {
     isClosed: false,
     heartbeatMs: 60_000,
     tokenCheckMs: 60_000,
+    inMemory: () => true,
     follow(position: bigint) {
       const cursor = {
         position,

@@ -6,19 +6,24 @@ import { changeEvent, quietLog } from '../helpers/change-events.js';
 
 // Streams reading the log, counted by turns of the event loop: however many open at once
 // from an old position, a turn runs at most CATCH_UP_BATCHES_PER_TURN of their reads, the
-// first read of each stream included.
+// first read of each stream that goes to the log included.
 
-/** A feed of `batches` full batches of 100 events, whose reads (all at hand) are counted. */
-function feedOf(batches: number) {
-  const calls = { reads: 0 };
+/**
+ * A feed of `batches` full batches of 100 events, whose reads (all at hand) are recorded with
+ * the turn they came in; those from `heldFrom` on come from memory.
+ */
+function feedOf(batches: number, heldFrom = Infinity) {
+  const reads: { after: bigint; turn: number }[] = [];
+  const clock = { turn: 0 };
   const all = Array.from({ length: batches * 100 }, (_, i) => changeEvent(BigInt(i + 1)));
   const feed = {
     isClosed: false,
     heartbeatMs: 60_000,
     tokenCheckMs: 60_000,
     follow: (position: bigint) => ({ position, close() {} }),
+    inMemory: (position: bigint) => Number(position) >= heldFrom,
     after: async (after: bigint, limit: number) => {
-      calls.reads += 1;
+      reads.push({ after, turn: clock.turn });
       return all.slice(Number(after), Number(after) + limit);
     },
     waitBeyond: (_after: bigint, _ms: number, signal?: AbortSignal) =>
@@ -26,42 +31,64 @@ function feedOf(batches: number) {
         signal?.addEventListener('abort', () => resolve(false), { once: true });
       }),
   };
-  return { feed: feed as unknown as EventFeed, calls };
+  return { feed: feed as unknown as EventFeed, reads, clock };
+}
+
+/** A stream of `feed` after `after`, read as it comes: `done` once it sent position `last`. */
+function open(feed: EventFeed, after: bigint, last: number, signal: AbortSignal) {
+  const state = { text: '', done: false };
+  const stream = eventStream(
+    feed,
+    after,
+    () => undefined,
+    quietLog,
+    signal,
+    async () => true,
+  );
+  stream.on('data', (chunk: Buffer) => {
+    state.text += chunk.toString();
+    state.done ||= state.text.includes(`id: ${last}\n`);
+  });
+  return state;
+}
+
+/** Turns of the event loop until `done`, counted on `clock`. */
+async function turnUntil(clock: { turn: number }, done: () => boolean): Promise<void> {
+  while (!done()) {
+    await new Promise((resolve) => setImmediate(resolve));
+    clock.turn += 1;
+    assert.ok(clock.turn < 1_000, 'not done after 1,000 turns');
+  }
 }
 
 test('streams opened at once read at most a few batches a turn, their first ones too', async () => {
-  const { feed, calls } = feedOf(2);
-  const streams = 20;
+  const { feed, reads, clock } = feedOf(2);
   const gone = new AbortController();
-  let done = 0;
-  for (let i = 0; i < streams; i++) {
-    let text = '';
-    const stream = eventStream(
-      feed,
-      0n,
-      () => undefined,
-      quietLog,
-      gone.signal,
-      async () => true,
-    );
-    stream.on('data', (chunk: Buffer) => {
-      text += chunk.toString();
-      if (text.includes('id: 200\n')) done += 1;
-    });
-  }
-  const perTurn: number[] = [];
-  let before = calls.reads;
-  while (done < streams) {
-    await new Promise((resolve) => setImmediate(resolve));
-    perTurn.push(calls.reads - before);
-    before = calls.reads;
-    assert.ok(perTurn.length < 1_000, `not done after 1,000 turns: ${done}`);
-  }
+  const streams = Array.from({ length: 20 }, () => open(feed, 0n, 200, gone.signal));
+  await turnUntil(clock, () => streams.every((stream) => stream.done));
   gone.abort();
+  const perTurn = Array.from(
+    { length: clock.turn + 1 },
+    (_, turn) => reads.filter((read) => read.turn === turn).length,
+  );
   // Two full batches a stream, 40 reads: at most 4 a turn, so 10 turns at least.
   assert.ok(
-    perTurn.every((reads) => reads <= CATCH_UP_BATCHES_PER_TURN),
+    perTurn.every((count) => count <= CATCH_UP_BATCHES_PER_TURN),
     `reads a turn: ${perTurn.join(' ')}`,
   );
-  assert.ok(perTurn.length >= (2 * streams) / CATCH_UP_BATCHES_PER_TURN);
+  assert.ok(clock.turn >= 40 / CATCH_UP_BATCHES_PER_TURN);
+});
+
+test('a stream that starts in memory does not wait behind streams catching up', async () => {
+  const { feed, reads, clock } = feedOf(2, 150);
+  const gone = new AbortController();
+  const behind = Array.from({ length: 20 }, () => open(feed, 0n, 200, gone.signal));
+  const near = open(feed, 150n, 200, gone.signal);
+  await turnUntil(clock, () => near.done);
+  assert.equal(reads.find((read) => read.after === 150n)?.turn, 0, 'read in the first turn');
+  assert.ok(
+    behind.some((stream) => !stream.done),
+    'while others still catch up',
+  );
+  gone.abort();
 });

@@ -42,3 +42,23 @@ test('the count starts anew each turn, and a newcomer queues behind those waitin
   await settled();
   assert.equal(now, true);
 });
+
+test('a caller whose signal aborts leaves its place at once, and takes no pass', async () => {
+  const gate = new TurnGate(1);
+  await gate.pass();
+  const stop = new AbortController();
+  const order: string[] = [];
+  const leaving = gate.pass(stop.signal).then(() => order.push('left'));
+  const next = gate.pass().then(() => order.push('next'));
+  assert.equal(gate.queued, 2);
+  stop.abort();
+  await leaving;
+  assert.equal(gate.queued, 1, 'its place is given up');
+  assert.deepEqual(order, ['left']);
+  await nextTurn();
+  await next;
+  assert.deepEqual(order, ['left', 'next'], 'the one behind passes at the next turn');
+  // Aborted already: at once, and the turn's count is untouched.
+  await gate.pass(stop.signal);
+  assert.equal(gate.queued, 0);
+});

@@ -107,11 +107,12 @@ async function* following(
   let checked = performance.now();
   let sent = checked;
   const open = () => !signal.aborted && !feed.isClosed;
-  // Until a read finds fewer than a batch, the stream may be catching up: it reads the log
-  // (synchronously on SQLite) only with room in a turn, with every other stream catching up.
-  // Its first read too: hundreds of streams opened at once from an old position each read a
-  // batch in the same turn, and held every other request for a second.
-  let behind = true;
+  // After a full batch the stream may be catching up: it reads (synchronously on SQLite) only
+  // with room in a turn, with every other stream catching up. Its first read too, when it goes
+  // to the log: hundreds of streams opened at once from an old position each read a batch in
+  // the same turn, and held every other request. One that starts in memory (`after=now`, or
+  // near the head) does not queue behind those catching up.
+  let behind = !feed.inMemory(position);
   while (open()) {
     if (performance.now() - checked >= feed.tokenCheckMs) {
       checked = performance.now();
@@ -121,7 +122,7 @@ async function* following(
       }
     }
     if (behind) {
-      await catchingUp.pass();
+      await catchingUp.pass(signal);
       if (!open()) return;
     }
     let events;

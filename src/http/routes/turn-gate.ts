@@ -14,14 +14,30 @@ export class TurnGate {
 
   constructor(private readonly perTurn: number) {}
 
-  /** Resolves when the caller may go: at once if this turn has room, else at a later turn. */
-  pass(): Promise<void> {
+  /**
+   * Resolves when the caller may go: at once if this turn has room, else at a later turn; at
+   * once too when `signal` aborts, leaving its place (and no pass taken) to those behind.
+   */
+  pass(signal?: AbortSignal): Promise<void> {
     this.turnSoon();
+    if (signal?.aborted === true) return Promise.resolve();
     if (this.passed < this.perTurn && this.waiting.length === 0) {
       this.passed += 1;
       return Promise.resolve();
     }
-    return new Promise((resolve) => this.waiting.push(resolve));
+    return new Promise((resolve) => {
+      const go = () => {
+        signal?.removeEventListener('abort', leave);
+        resolve();
+      };
+      const leave = () => {
+        const at = this.waiting.indexOf(go);
+        if (at >= 0) this.waiting.splice(at, 1);
+        resolve();
+      };
+      signal?.addEventListener('abort', leave, { once: true });
+      this.waiting.push(go);
+    });
   }
 
   /** Callers waiting for a later turn. */
