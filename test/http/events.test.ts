@@ -368,6 +368,13 @@ forEachBackend(({ setup }) => {
     const other = await app.newToken(['events:read']);
     const asOther = (url: string, accept = 'application/json') =>
       app.app.inject({ url, headers: { authorization: `Bearer ${other}`, accept } });
+    // Requests that hold no slot take none: a long poll answered at once, a stream's 410.
+    const aloe = await app.create({ name: 'Aloe' });
+    assert.equal((await asOther('/events?after=0&wait=1s')).statusCode, 200);
+    const past = await asOther(`/events?after=${aloe.id + 1000n}`, 'text/event-stream');
+    assert.equal(past.statusCode, 410);
+    for (const reader of [oldest, kept])
+      assert.equal((await reader.take(1))[0]!.event, 'plant.created');
     // A long poll of the other token: it takes a slot, and answers once it has waited.
     const poll = asOther('/events?after=now&wait=1s');
     assert.equal((await poll).statusCode, 200);
@@ -377,7 +384,7 @@ forEachBackend(({ setup }) => {
     // One each now: neither token takes the other's slot.
     const refused = await asOther('/events', 'text/event-stream');
     assert.equal(refused.statusCode, 503);
-    assert.equal((await app.call('/events?wait=1s')).statusCode, 503);
+    assert.equal((await app.call('/events?after=now&wait=1s')).statusCode, 503);
     const fern = await app.create({ name: 'Fern' });
     for (const reader of [kept, theirs]) {
       const [event] = await reader.take(1);

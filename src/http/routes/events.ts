@@ -54,14 +54,16 @@ async function longPoll(
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<FeedPage> {
+  const page = await feed.page(after, limit);
+  // Only a poll that waits takes a slot: one answered at once would take another token's
+  // stream's slot for nothing.
+  if (page.events.length > 0) return page;
   const stop = new AbortController();
   const abort = () => stop.abort();
   // Its slot taken by another token's stream, it answers what it has now.
   const release = feed.admit(holder(request), abort);
   reply.raw.once('close', abort);
   try {
-    const page = await feed.page(after, limit);
-    if (page.events.length > 0) return page;
     if (!(await feed.waitBeyond(page.next, ms, stop.signal))) {
       // Answered at shutdown: the server waits for no idle keep-alive connection after it.
       if (feed.isClosed) reply.header('connection', 'close');
@@ -85,13 +87,14 @@ async function stream(
   if (resumed === null) throw new ApiError('malformedLastEventId');
   const gone = new AbortController();
   reply.raw.once('close', () => gone.abort());
+  // A Last-Event-ID (a reader resuming) wins over `now`, whose head is read only without one.
+  const from = resumed ?? (after === 'now' ? await feed.head() : after);
+  // Read before the answer starts, so that a cursor no longer kept is a 410, not a stream,
+  // and before a slot is taken: a 410 takes no other token's stream's slot.
+  const { start } = await feed.page(from, 1);
   // Its slot taken by another token's stream, it ends as when its client goes.
   const release = feed.admit(holder(request), () => gone.abort());
   try {
-    // A Last-Event-ID (a reader resuming) wins over `now`, whose head is read only without one.
-    const from = resumed ?? (after === 'now' ? await feed.head() : after);
-    // Read before the answer starts, so that a cursor no longer kept is a 410, not a stream.
-    const { start } = await feed.page(from, 1);
     // The token the request came with, checked again while the stream is open; a failed
     // lookup (the database unreachable) keeps the stream, as it keeps a token in the cache.
     const bearer = parseBearer(request.headers.authorization) ?? '';
