@@ -160,8 +160,9 @@ export class EventFeed {
     return release;
   }
 
-  /** Whether `after(position)` is answered from memory, with no read of the log. */
-  inMemory = (position: bigint): boolean => this.recent.holds(position);
+  /** Whether `after(position)` is answered from memory, with no read of the log (while
+   * stale, the look it takes first may drop what memory holds of it). */
+  inMemory = (position: bigint): boolean => !this.stale && this.recent.holds(position);
 
   get isClosed(): boolean {
     return this.closed;

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { INT64_MAX } from '../../src/core/int64.js';
@@ -390,6 +392,55 @@ forEachBackend(({ setup }) => {
       const [event] = await reader.take(1);
       assert.equal(event!.event, 'plant.created');
       assert.match(event!.data, new RegExp(`"id":${fern.id},`));
+    }
+  });
+
+  test('a long poll whose client left while its page was read takes no slot', async (t) => {
+    // One slot left after the first token's two streams: the poll would hold it, and the
+    // third token would take the first token's oldest stream instead.
+    const app = await feedApp(setup, t, { events: { maxStreams: 3, heartbeatMs: 600_000 } });
+    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+    const oldest = await readEvents(t, `${base}/events?after=now`, app.token);
+    await oldest.firstId();
+    const kept = await readEvents(t, `${base}/events?after=now`, app.token);
+    await kept.firstId();
+    // The poll's read of the log (its page of 7) waits until its client has gone.
+    const log = app.store.events;
+    const read = log.read.bind(log);
+    let letRead: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (letRead = resolve));
+    let reading: () => void = () => undefined;
+    const pollReads = new Promise<void>((resolve) => (reading = resolve));
+    log.read = async (after, limit) => {
+      if (limit === 7) {
+        reading();
+        await held;
+      }
+      return read(after, limit);
+    };
+    t.after(() => letRead());
+    const other = await app.newToken(['events:read']);
+    const serverSide = new Promise<Socket>((resolve) => app.app.server.once('connection', resolve));
+    const client = connect((app.app.server.address() as AddressInfo).port, '127.0.0.1');
+    client.on('error', () => undefined);
+    client.write(
+      `GET /events?after=0&limit=7&wait=30s HTTP/1.1\r\nHost: x\r\n` +
+        `Authorization: Bearer ${other}\r\n\r\n`,
+    );
+    const socket = await serverSide;
+    await pollReads;
+    client.destroy();
+    await once(socket, 'close');
+    letRead();
+    const third = await readEvents(
+      t,
+      `${base}/events?after=now`,
+      await app.newToken(['events:read']),
+    );
+    assert.equal(third.response.status, 200, 'a slot was free: the poll took none');
+    await app.create({ name: 'Fern' });
+    for (const reader of [oldest, kept]) {
+      assert.equal((await reader.take(1))[0]!.event, 'plant.created', 'and ended no stream');
     }
   });
 

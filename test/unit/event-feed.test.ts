@@ -134,6 +134,20 @@ describe('the changes feed and the events the store hands over', () => {
     feed.close();
   });
 
+  it('answers from memory only once started, and not while it has missed appends', async () => {
+    const fresh = new EventFeed(new MemoryLog());
+    assert.equal(fresh.inMemory(0n), false, 'not started: nothing held');
+    const { log, feed, release } = await following(0n);
+    assert.equal(feed.inMemory(0n), true);
+    release();
+    log.commit([1n], { here: true });
+    // Heard with nobody open: the next read looks at the log first, and may drop position 0.
+    assert.equal(feed.inMemory(0n), false);
+    assert.deepEqual(positions(await feed.after(0n, 10)), [1n]);
+    assert.equal(feed.inMemory(1n), true);
+    feed.close();
+  });
+
   it('keeps between RECENT_EVENTS and twice as many, and pages older ones from the log', async () => {
     const { log, feed, readsBefore } = await following(0n);
     const total = BigInt(3 * RECENT_EVENTS);

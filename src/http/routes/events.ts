@@ -55,9 +55,9 @@ async function longPoll(
   reply: FastifyReply,
 ): Promise<FeedPage> {
   const page = await feed.page(after, limit);
-  // Only a poll that waits takes a slot: one answered at once would take another token's
-  // stream's slot for nothing.
-  if (page.events.length > 0) return page;
+  // Only a poll that waits takes a slot: one answered at once, or whose client left during
+  // the read (no 'close' would end its wait), would take another token's stream's for nothing.
+  if (page.events.length > 0 || reply.raw.destroyed) return page;
   const stop = new AbortController();
   const abort = () => stop.abort();
   // Its slot taken by another token's stream, it answers what it has now.
@@ -92,8 +92,11 @@ async function stream(
   // Read before the answer starts, so that a cursor no longer kept is a 410, not a stream,
   // and before a slot is taken: a 410 takes no other token's stream's slot.
   const { start } = await feed.page(from, 1);
-  // Its slot taken by another token's stream, it ends as when its client goes.
-  const release = feed.admit(holder(request), () => gone.abort());
+  // Its slot taken by another token's stream, it ends as when its client goes. One whose
+  // client has gone already ends at once (eventStream), and takes none.
+  const release = gone.signal.aborted
+    ? () => undefined
+    : feed.admit(holder(request), () => gone.abort());
   try {
     // The token the request came with, checked again while the stream is open; a failed
     // lookup (the database unreachable) keeps the stream, as it keeps a token in the cache.
