@@ -5,13 +5,24 @@
  * most takes that one's oldest, which is ended. Every holder that asks so gets an equal share
  * (max-min fair), and one alone may take them all. The ended one's client resumes (a stream
  * from its last event, a long poll with its next page) and, its holder now the one with the
- * most, is refused until another holder lets a slot go.
+ * most, is refused until another holder lets a slot go. A holder takes from others at most
+ * once every TAKE_AGAIN_MS: one that let its slot go and asked again, over and over, would
+ * otherwise end another's stream at each request.
  */
+/** How long a holder that took a slot from another waits before it may take the next. */
+export const TAKE_AGAIN_MS = 100;
+
 export class SharedSlots<Holder> {
   private readonly held = new Map<Holder, Set<Slot>>();
+  /** When each holder last took a slot from another, while within TAKE_AGAIN_MS. */
+  private readonly tookAt = new Map<Holder, number>();
   private taken = 0;
 
-  constructor(readonly size: number) {}
+  /** `now`: a clock in milliseconds. */
+  constructor(
+    readonly size: number,
+    private readonly now: () => number,
+  ) {}
 
   /**
    * A slot for `holder`, or undefined when none may be had: let go with the function answered
@@ -19,9 +30,7 @@ export class SharedSlots<Holder> {
    * go already then.
    */
   take(holder: Holder, end: () => void): (() => void) | undefined {
-    if (this.taken >= this.size && !this.takeFromTheLargest(this.held.get(holder)?.size ?? 0)) {
-      return undefined;
-    }
+    if (this.taken >= this.size && !this.takeFromTheLargest(holder)) return undefined;
     let slots = this.held.get(holder);
     if (slots === undefined) this.held.set(holder, (slots = new Set()));
     const slot: Slot = { end };
@@ -35,12 +44,17 @@ export class SharedSlots<Holder> {
     return this.taken;
   }
 
-  private takeFromTheLargest(mine: number): boolean {
+  private takeFromTheLargest(holder: Holder): boolean {
+    const now = this.now();
+    if (now - (this.tookAt.get(holder) ?? -Infinity) < TAKE_AGAIN_MS) return false;
+    const mine = this.held.get(holder)?.size ?? 0;
     let largest: [Holder, Set<Slot>] | undefined;
     for (const entry of this.held) {
       if (largest === undefined || entry[1].size > largest[1].size) largest = entry;
     }
     if (largest === undefined || largest[1].size < mine + 2) return false;
+    for (const [other, at] of this.tookAt) if (now - at >= TAKE_AGAIN_MS) this.tookAt.delete(other);
+    this.tookAt.set(holder, now);
     // A Set iterates in insertion order: its first slot is its oldest.
     const oldest = largest[1].values().next().value!;
     this.letGo(largest[0], oldest);

@@ -79,7 +79,7 @@ export class EventFeed {
   ) {
     this.settle = settle ?? (() => Promise.resolve());
     this.maxStreams = maxStreams ?? EVENT_LIMITS.maxStreams;
-    this.slots = new SharedSlots(this.maxStreams);
+    this.slots = new SharedSlots(this.maxStreams, () => performance.now());
     this.heartbeatMs = heartbeatMs ?? EVENT_LIMITS.heartbeatMs;
     this.tokenCheckMs = tokenCheckMs ?? EVENT_LIMITS.tokenCheckMs;
     this.log = log ?? silentLog;

@@ -1,13 +1,20 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { SharedSlots } from '../../src/core/shared-slots.js';
+import { SharedSlots, TAKE_AGAIN_MS } from '../../src/core/shared-slots.js';
 
 // The slots of the event streams, shared among tokens: free ones go to anyone; once all are
-// taken, a token with at least two fewer than the one with the most takes that one's oldest.
+// taken, a token with at least two fewer than the one with the most takes that one's oldest,
+// at most once every TAKE_AGAIN_MS. The clock is the test's.
+
+/** Slots of `size` on a clock the test moves (`clock.ms`). */
+function sharedSlots<Holder>(size: number) {
+  const clock = { ms: 0 };
+  return { slots: new SharedSlots<Holder>(size, () => clock.ms), clock };
+}
 
 test('one holder alone takes every slot, and is refused past them', () => {
-  const slots = new SharedSlots<string>(3);
+  const { slots } = sharedSlots<string>(3);
   for (let i = 0; i < 3; i += 1) assert.ok(slots.take('a', () => assert.fail('not ended')));
   assert.equal(
     slots.take('a', () => undefined),
@@ -17,11 +24,23 @@ test('one holder alone takes every slot, and is refused past them', () => {
 });
 
 test('another holder takes the oldest slots of the largest, down to an equal share', () => {
-  const slots = new SharedSlots<string>(4);
+  const { slots, clock } = sharedSlots<string>(4);
   const ended: number[] = [];
   for (let i = 0; i < 4; i += 1) slots.take('a', () => ended.push(i));
   assert.ok(slots.take('b', () => undefined));
   assert.deepEqual(ended, [0], "the largest holder's oldest ends");
+  assert.equal(
+    slots.take('b', () => undefined),
+    undefined,
+    'not again at once',
+  );
+  clock.ms += TAKE_AGAIN_MS - 1;
+  assert.equal(
+    slots.take('b', () => undefined),
+    undefined,
+    'nor just before TAKE_AGAIN_MS',
+  );
+  clock.ms += 1;
   assert.ok(slots.take('b', () => undefined));
   assert.deepEqual(ended, [0, 1]);
   assert.equal(
@@ -38,7 +57,7 @@ test('another holder takes the oldest slots of the largest, down to an equal sha
 });
 
 test('a slot taken away is let go already: its release frees nothing more', () => {
-  const slots = new SharedSlots<string>(2);
+  const { slots } = sharedSlots<string>(2);
   const releases = [slots.take('a', () => undefined)!, slots.take('a', () => undefined)!];
   slots.take('b', () => undefined);
   releases[0]!();
@@ -59,18 +78,25 @@ test('whatever the takes and releases: within the size, fair, and no slot taken 
   const step = fc.oneof(
     fc.record({ take: fc.integer({ min: 0, max: 4 }) }),
     fc.record({ release: fc.nat() }),
+    fc.record({ wait: fc.integer({ min: 0, max: 2 * TAKE_AGAIN_MS }) }),
   );
   fc.assert(
     fc.property(
       fc.integer({ min: 1, max: 8 }),
       fc.array(step, { maxLength: 60 }),
       (size, steps) => {
-        const slots = new SharedSlots<number>(size);
-        // The slots held, oldest first, as the test counts them.
+        const { slots, clock } = sharedSlots<number>(size);
+        // The slots held, oldest first, as the test counts them, and when each holder last
+        // took one from another.
         let live: Held[] = [];
+        const tookAt = new Map<number, number>();
         const count = (holder: number) => live.filter((slot) => slot.holder === holder).length;
+        const waiting = (holder: number) =>
+          clock.ms - (tookAt.get(holder) ?? -Infinity) < TAKE_AGAIN_MS;
         for (const action of steps) {
-          if ('release' in action) {
+          if ('wait' in action) {
+            clock.ms += action.wait;
+          } else if ('release' in action) {
             if (live.length > 0) live.splice(action.release % live.length, 1)[0]!.release();
           } else {
             const holder = action.take;
@@ -80,12 +106,13 @@ test('whatever the takes and releases: within the size, fair, and no slot taken 
             assert.ok(ended.length <= 1, 'one slot taken away at most');
             if (release === undefined) {
               assert.equal(live.length, size, 'refused only when every slot is taken');
-              for (const other of live) {
-                assert.ok(count(other.holder) <= count(holder) + 1, 'refused at a fair share');
-              }
+              const fair = live.every((other) => count(other.holder) <= count(holder) + 1);
+              assert.ok(fair || waiting(holder), 'refused at a fair share, or too soon');
             } else {
               const victim = ended[0];
               if (victim !== undefined) {
+                assert.ok(!waiting(holder), 'not again within TAKE_AGAIN_MS');
+                tookAt.set(holder, clock.ms);
                 assert.ok(count(victim.holder) >= count(holder) + 2, 'taken from two more only');
                 assert.ok(live.every((slot) => count(slot.holder) <= count(victim.holder)));
                 const oldest = live.find((slot) => slot.holder === victim.holder);
