@@ -1,3 +1,6 @@
+/** How long a holder that took a slot from another waits before it may take the next. */
+export const TAKE_AGAIN_MS = 100;
+
 /**
  * A fixed number of slots shared among holders (the tokens of the event streams and long
  * polls a process serves) so that none can keep the others out: while slots are free anyone
@@ -9,9 +12,6 @@
  * once every TAKE_AGAIN_MS: one that let its slot go and asked again, over and over, would
  * otherwise end another's stream at each request.
  */
-/** How long a holder that took a slot from another waits before it may take the next. */
-export const TAKE_AGAIN_MS = 100;
-
 export class SharedSlots<Holder> {
   private readonly held = new Map<Holder, Set<Slot>>();
   /** When each holder last took a slot from another, while within TAKE_AGAIN_MS. */
