@@ -22,6 +22,8 @@ export interface Metrics {
    * attempt's own seconds.
    */
   webhookAttempt(outcome: string, lagSeconds: number, seconds: number): void;
+  /** Event streams and waiting long polls of GET /events open in this process, now. */
+  eventStreams(open: number): void;
 }
 
 export type StatementOutcome = 'ok' | 'error' | 'raced';
@@ -32,6 +34,7 @@ export const noMetrics: Metrics = {
   statement: () => undefined,
   groupCommit: () => undefined,
   webhookAttempt: () => undefined,
+  eventStreams: () => undefined,
 };
 
 /** Seconds since `start`, a `process.hrtime.bigint()`-style reading in nanoseconds. */

@@ -18,10 +18,11 @@ export class SharedSlots<Holder> {
   private readonly tookAt = new Map<Holder, number>();
   private taken = 0;
 
-  /** `now`: a clock in milliseconds. */
+  /** `now`: a clock in milliseconds; `counted`, told the slots taken whenever they change. */
   constructor(
     readonly size: number,
     private readonly now: () => number,
+    private readonly counted?: (taken: number) => void,
   ) {}
 
   /**
@@ -36,6 +37,7 @@ export class SharedSlots<Holder> {
     const slot: Slot = { end };
     slots.add(slot);
     this.taken += 1;
+    this.counted?.(this.taken);
     return () => this.letGo(holder, slot);
   }
 
@@ -66,6 +68,7 @@ export class SharedSlots<Holder> {
     const slots = this.held.get(holder);
     if (slots === undefined || !slots.delete(slot)) return;
     this.taken -= 1;
+    this.counted?.(this.taken);
     if (slots.size === 0) this.held.delete(holder);
   }
 }

@@ -70,6 +70,7 @@ export function composeApp({
     }),
     events: new EventFeed(store.events, {
       ...eventOptions,
+      ...(options.metrics && { metrics: options.metrics }),
       ...(store.events.settle && { settle: store.events.settle.bind(store.events) }),
       log,
     }),

@@ -67,6 +67,11 @@ export function prometheusMetrics(registry: client.Registry, sources: MetricSour
       ? postgresInstruments(registers, sources.pool)
       : sqliteInstruments(registers);
   const webhooks = webhookInstruments(registers, sources.queueDepth);
+  const eventStreams = new client.Gauge({
+    name: 'plantstore_event_streams',
+    help: 'Event streams and waiting long polls of GET /events open, of --max-event-streams a process.',
+    registers,
+  });
   return {
     request: (route, method, status, seconds) => requests.add(route, method, status, seconds),
     rateLimited: (policy) => refusals.inc({ policy }),
@@ -76,6 +81,7 @@ export function prometheusMetrics(registry: client.Registry, sources: MetricSour
       database.batches?.observe(writes);
       database.commits?.observe(commitSeconds);
     },
+    eventStreams: (open) => eventStreams.set(open),
     webhookAttempt(outcome, lagSeconds, seconds) {
       webhooks.attempts.inc({ outcome });
       webhooks.lag.observe(lagSeconds);

@@ -1,6 +1,7 @@
 import { type ChangeEvent, EVENT_LIMITS } from '../core/change-events.js';
 import { eventsPastHead, eventsPruned, noEventStreamLeft } from '../core/event-errors.js';
 import { type Log, silentLog } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
 import { SharedSlots } from '../core/shared-slots.js';
 import type { EventLog, HandedEvents } from '../store/store.js';
 import { type FeedCursor, RecentEvents } from './recent-events.js';
@@ -25,6 +26,8 @@ export interface EventFeedOptions {
    * write answered before a page is asked for is on it. */
   settle?: () => Promise<void>;
   log?: Log;
+  /** Told the number of streams and long polls open whenever it changes. */
+  metrics?: Pick<Metrics, 'eventStreams'>;
 }
 
 /** A page of the feed and where the next one starts. */
@@ -75,11 +78,13 @@ export class EventFeed {
 
   constructor(
     private readonly events: EventLog,
-    { maxStreams, heartbeatMs, tokenCheckMs, settle, log }: EventFeedOptions = {},
+    options: EventFeedOptions = {},
   ) {
+    const { maxStreams, heartbeatMs, tokenCheckMs, settle, log, metrics } = options;
     this.settle = settle ?? (() => Promise.resolve());
     this.maxStreams = maxStreams ?? EVENT_LIMITS.maxStreams;
-    this.slots = new SharedSlots(this.maxStreams, () => performance.now());
+    const counted = metrics && ((open: number) => metrics.eventStreams(open));
+    this.slots = new SharedSlots(this.maxStreams, () => performance.now(), counted);
     this.heartbeatMs = heartbeatMs ?? EVENT_LIMITS.heartbeatMs;
     this.tokenCheckMs = tokenCheckMs ?? EVENT_LIMITS.tokenCheckMs;
     this.log = log ?? silentLog;
@@ -147,12 +152,9 @@ export class EventFeed {
     });
   }
 
-  /**
-   * Counts a stream or long poll of `holder` (its token) as open until the function answered
-   * is called; throws `tooManyEventStreams` when no slot may be had (see SharedSlots: past
-   * `maxStreams`, a token with fewer takes the oldest of the token with the most, and `end`
-   * of that one is called), or when the feed is closing.
-   */
+  /** Counts a stream or long poll of `holder` (its token) as open until the function answered
+   * is called; throws `tooManyEventStreams` when no slot may be had (see SharedSlots, which
+   * calls `end` of one it takes away) or when the feed is closing. */
   admit(holder: number, end: () => void): () => void {
     if (this.closed) throw noEventStreamLeft(undefined);
     const release = this.slots.take(holder, end);

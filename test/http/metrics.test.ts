@@ -9,6 +9,7 @@ import type { Metrics } from '../../src/core/metrics.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { freshDatabase, POSTGRES_SKIP } from '../helpers/postgres.js';
+import { readEvents } from '../helpers/event-stream.js';
 import { makeTempDir, setup } from '../helpers/setup.js';
 
 /** The value of one sample in Prometheus' text format, or undefined when absent. */
@@ -85,6 +86,7 @@ function recording() {
       commits.push(writes);
     },
     webhookAttempt: () => undefined,
+    eventStreams: () => undefined,
   };
   return { metrics, statements, commits };
 }
@@ -170,4 +172,22 @@ test('webhook attempts, their lag and the queue depth', async () => {
   assert.equal(sample(text, 'plantstore_webhook_delivery_lag_seconds_bucket{le="0.05"}'), 1);
   assert.equal(sample(text, 'plantstore_webhook_delivery_lag_seconds_count'), 2);
   assert.equal(sample(text, 'plantstore_webhook_queue_depth'), 7);
+});
+
+test('event streams and waiting long polls open, as a gauge', async (t) => {
+  const registry = new client.Registry();
+  const app = await setup(t, { metrics: prometheusMetrics(registry, { database: 'sqlite' }) });
+  const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+  const token = await app.newToken(['events:read']);
+  const open = async () => sample(await registry.metrics(), 'plantstore_event_streams');
+  assert.equal(await open(), 0);
+  const streams = [
+    await readEvents(t, `${base}/events?after=now`, token),
+    await readEvents(t, `${base}/events?after=now`, token),
+  ];
+  await Promise.all(streams.map((stream) => stream.firstId()));
+  assert.equal(await open(), 2);
+  streams[0]!.close();
+  // Down once the server has seen the connection close.
+  while ((await open()) !== 1) await setImmediate();
 });

@@ -7,10 +7,16 @@ import { SharedSlots, TAKE_AGAIN_MS } from '../../src/core/shared-slots.js';
 // taken, a token with at least two fewer than the one with the most takes that one's oldest,
 // at most once every TAKE_AGAIN_MS. The clock is the test's.
 
-/** Slots of `size` on a clock the test moves (`clock.ms`). */
+/** Slots of `size` on a clock the test moves (`clock.ms`); `counted.last`, what they told. */
 function sharedSlots<Holder>(size: number) {
   const clock = { ms: 0 };
-  return { slots: new SharedSlots<Holder>(size, () => clock.ms), clock };
+  const counted = { last: 0 };
+  const slots = new SharedSlots<Holder>(
+    size,
+    () => clock.ms,
+    (taken) => (counted.last = taken),
+  );
+  return { slots, clock, counted };
 }
 
 test('one holder alone takes every slot, and is refused past them', () => {
@@ -85,7 +91,7 @@ test('whatever the takes and releases: within the size, fair, and no slot taken 
       fc.integer({ min: 1, max: 8 }),
       fc.array(step, { maxLength: 60 }),
       (size, steps) => {
-        const { slots, clock } = sharedSlots<number>(size);
+        const { slots, clock, counted } = sharedSlots<number>(size);
         // The slots held, oldest first, as the test counts them, and when each holder last
         // took one from another.
         let live: Held[] = [];
@@ -124,6 +130,7 @@ test('whatever the takes and releases: within the size, fair, and no slot taken 
             }
           }
           assert.equal(slots.inUse, live.length);
+          assert.equal(counted.last, live.length, 'told each change');
           assert.ok(live.length <= size);
         }
       },
