@@ -40,6 +40,17 @@ const stringify = (value: Record<string, unknown>) =>
 
 const nextOf = (link: unknown) => /^<([^>]+)>; rel="next"$/.exec(String(link))?.[1];
 
+/** A listening app of `maxStreams` slots with two streams of its token open, oldest first. */
+async function twoStreams(setup: Setup, t: TestContext, maxStreams: number) {
+  const app = await feedApp(setup, t, { events: { maxStreams, heartbeatMs: 600_000 } });
+  const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
+  const oldest = await readEvents(t, `${base}/events?after=now`, app.token);
+  await oldest.firstId();
+  const kept = await readEvents(t, `${base}/events?after=now`, app.token);
+  await kept.firstId();
+  return { app, base, oldest, kept };
+}
+
 forEachBackend(({ setup }) => {
   test('pages: every write once, in order, ids exact, Link always to where to go on', async (t) => {
     const app = await feedApp(setup, t);
@@ -361,12 +372,7 @@ forEachBackend(({ setup }) => {
   });
 
   test('at --max-event-streams, another token takes the oldest of the one with the most', async (t) => {
-    const app = await feedApp(setup, t, { events: { maxStreams: 2, heartbeatMs: 600_000 } });
-    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
-    const oldest = await readEvents(t, `${base}/events?after=now`, app.token);
-    await oldest.firstId();
-    const kept = await readEvents(t, `${base}/events?after=now`, app.token);
-    await kept.firstId();
+    const { app, base, oldest, kept } = await twoStreams(setup, t, 2);
     const other = await app.newToken(['events:read']);
     const asOther = (url: string, accept = 'application/json') =>
       app.app.inject({ url, headers: { authorization: `Bearer ${other}`, accept } });
@@ -398,12 +404,7 @@ forEachBackend(({ setup }) => {
   test('a long poll whose client left while its page was read takes no slot', async (t) => {
     // One slot left after the first token's two streams: the poll would hold it, and the
     // third token would take the first token's oldest stream instead.
-    const app = await feedApp(setup, t, { events: { maxStreams: 3, heartbeatMs: 600_000 } });
-    const base = await app.app.listen({ host: '127.0.0.1', port: 0 });
-    const oldest = await readEvents(t, `${base}/events?after=now`, app.token);
-    await oldest.firstId();
-    const kept = await readEvents(t, `${base}/events?after=now`, app.token);
-    await kept.firstId();
+    const { app, base, oldest, kept } = await twoStreams(setup, t, 3);
     // The poll's read of the log (its page of 7) waits until its client has gone.
     const log = app.store.events;
     const read = log.read.bind(log);
