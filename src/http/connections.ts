@@ -44,6 +44,16 @@ interface Connection extends Sending {
   drainAwaited: boolean;
 }
 
+/** Closes `answer` as Node does (emitCloseNT, lib/_http_server.js) only for the one with the
+ * socket: one queued behind it (a pipelined request's) would never hear its client has gone,
+ * and would hold what it holds (an event stream's slot, a long poll's wait) for good. */
+function closed(answer: ServerResponse & { _closed?: boolean }): void {
+  if (answer._closed === true) return;
+  answer.destroyed = true;
+  answer._closed = true;
+  answer.emit('close');
+}
+
 /** How often stalled answers are looked for (a send timeout holds to about this), and how
  * many looks a send timeout has once the server is closing (see `closing`). */
 const SWEEP_MS = 1_000;
@@ -161,6 +171,7 @@ export class ConnectionGuard {
     socket.once('close', () => {
       this.connections.delete(socket);
       this.room.isBusy(socket);
+      for (const answer of connection.answers) closed(answer);
     });
   }
 

@@ -171,6 +171,24 @@ test('a connection left unread until its socket drains is read again after the d
   await until(() => held.length === 3, 'the third request, while the second is still answered');
 });
 
+test('every answer of a connection that closes sees its close, those queued too', async (t) => {
+  // Node emits 'close' only on the answer that has the socket; one queued behind it (a
+  // pipelined request being answered) would wait for good, and whatever it holds with it.
+  // Fewer than `inFlight`: a connection not read cannot see its client go.
+  const { held, port } = await guarded(t, { inFlight: 3, pipelined: 4 });
+  const socket = openSocket(t, port);
+  socket.write(healthz(1) + healthz(2));
+  await until(() => held.length === 2, 'two requests being answered');
+  const queuedClosed = new Promise((resolve) => held[1]!.once('close', resolve));
+  const first = new Promise((resolve) => held[0]!.once('close', resolve));
+  socket.destroy();
+  // Node's close of the first and the guard's of the second come from the socket's one
+  // 'close': once the first is heard, the second has been too, or never will be.
+  await first;
+  assert.equal(held[1]!.destroyed, true, 'the queued answer is closed with its connection');
+  await queuedClosed;
+});
+
 /** The app of `setup` listening on a port, with a token that may create plants. */
 async function listening(t: TestContext) {
   const { app, token } = await setup(t);

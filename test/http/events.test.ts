@@ -4,6 +4,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { INT64_MAX } from '../../src/core/int64.js';
+import { noMetrics } from '../../src/core/metrics.js';
 import { CATCH_UP_BATCHES_PER_TURN } from '../../src/http/routes/event-stream.js';
 import { readEvents } from '../helpers/event-stream.js';
 import { body, forEachBackend, type Setup } from '../helpers/setup.js';
@@ -443,6 +444,26 @@ forEachBackend(({ setup }) => {
     for (const reader of [oldest, kept]) {
       assert.equal((await reader.take(1))[0]!.event, 'plant.created', 'and ended no stream');
     }
+  });
+
+  test('long polls pipelined on a connection that closes hold no slot after it', async (t) => {
+    let open = 0;
+    const metrics = { ...noMetrics, eventStreams: (count: number) => (open = count) };
+    const app = await feedApp(setup, t, { metrics });
+    await app.app.listen({ host: '127.0.0.1', port: 0 });
+    const serverSide = new Promise<Socket>((resolve) => app.app.server.once('connection', resolve));
+    const client = connect((app.app.server.address() as AddressInfo).port, '127.0.0.1');
+    client.on('error', () => undefined);
+    const poll = `GET /events?after=now&wait=60s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${app.token}\r\n\r\n`;
+    // The second one's answer waits behind the first's: Node tells only the first that the
+    // connection has closed.
+    client.write(poll + poll);
+    const socket = await serverSide;
+    while (open < 2) await nextTurn();
+    client.destroy();
+    await once(socket, 'close');
+    await nextTurn();
+    assert.equal(open, 0, 'both slots let go with the connection');
   });
 
   test('past --max-event-streams, 503 with Retry-After; closing the app ends the streams', async (t) => {
