@@ -14,6 +14,12 @@ declare module 'fastify' {
 
 const REALM = 'Bearer realm="plantstore"';
 
+/** The token of a request to an operation that needs a scope: the auth hook set it, or refused. */
+export function tokenOf(request: FastifyRequest): TokenRecord {
+  if (request.token === null) throw new Error(`no token on ${request.method} ${request.url}`);
+  return request.token;
+}
+
 /** The refusal, if any; synchronous when the token is answered from the cache. */
 export type AuthOutcome = ApiError | undefined | Promise<ApiError | undefined>;
 

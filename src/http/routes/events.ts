@@ -8,6 +8,7 @@ import type { EventFeed, FeedPage } from '../../service/event-feed.js';
 import type { TokenService } from '../../service/token-service.js';
 import { parseBearer } from '../../core/tokens.js';
 import { eventStream } from './event-stream.js';
+import { tokenOf } from '../hooks/auth.js';
 import { route } from './route.js';
 
 /**
@@ -61,7 +62,7 @@ async function longPoll(
   const stop = new AbortController();
   const abort = () => stop.abort();
   // Its slot taken by another token's stream, it answers what it has now.
-  const release = feed.admit(holder(request), abort);
+  const release = feed.admit(tokenOf(request).id, abort);
   reply.raw.once('close', abort);
   try {
     if (!(await feed.waitBeyond(page.next, ms, stop.signal))) {
@@ -96,7 +97,7 @@ async function stream(
   // client has gone already ends at once (eventStream), and takes none.
   const release = gone.signal.aborted
     ? () => undefined
-    : feed.admit(holder(request), () => gone.abort());
+    : feed.admit(tokenOf(request).id, () => gone.abort());
   try {
     // The token the request came with, checked again while the stream is open; a failed
     // lookup (the database unreachable) keeps the stream, as it keeps a token in the cache.
@@ -124,11 +125,4 @@ async function stream(
     release();
     throw error;
   }
-}
-
-/** Whose slot a stream or long poll holds: its token's (see auth.ts: the route needs one). */
-function holder(request: FastifyRequest): number {
-  const token = request.token;
-  if (token === null) throw new Error(`no token on ${request.method} ${request.url}`);
-  return token.id;
 }

@@ -11,6 +11,7 @@ import {
   updatePlant,
 } from '../../api/operations.js';
 import { parseIfMatch, parseIfNoneMatch } from '../../api/preconditions.js';
+import { tokenOf } from '../hooks/auth.js';
 import { route } from './route.js';
 
 export function plantRoutes(app: FastifyInstance, plants: PlantService): void {
@@ -72,8 +73,5 @@ function sendPlant(reply: FastifyReply, plant: StoredPlant, ifNoneMatch: IfMatch
 
 /** Who a write is for: the token the request was authenticated with (see auth.ts). */
 function writer(request: FastifyRequest): Writer {
-  const token = request.token;
-  // Every write route needs a scope, so the auth hook has set the token or refused.
-  if (token === null) throw new Error(`no token on ${request.method} ${request.url}`);
-  return { tokenId: token.id, requestId: request.id };
+  return { tokenId: tokenOf(request).id, requestId: request.id };
 }
