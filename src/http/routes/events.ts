@@ -57,8 +57,9 @@ async function longPoll(
 ): Promise<FeedPage> {
   const page = await feed.page(after, limit);
   // Only a poll that waits takes a slot: one answered at once, or whose client left during
-  // the read (no 'close' would end its wait), would take another token's stream's for nothing.
-  if (page.events.length > 0 || reply.raw.destroyed || request.raw.socket.destroyed) return page;
+  // the read (its 'close', Node's or the connection guard's, came before the listener below),
+  // would take another token's stream's for nothing.
+  if (page.events.length > 0 || reply.raw.destroyed) return page;
   const stop = new AbortController();
   const abort = () => stop.abort();
   // Its slot taken by another token's stream, it answers what it has now.
