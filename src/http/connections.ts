@@ -91,7 +91,7 @@ export class ConnectionGuard {
     private readonly now: () => number = Date.now,
   ) {
     this.sendTimeoutMs = limits.sendTimeoutMs;
-    this.room = new ConnectionRoom(limits.maxConnections ?? Infinity);
+    this.room = new ConnectionRoom(limits.maxConnections ?? Infinity, now);
   }
 
   /** For Fastify's `serverFactory`: the server, with `handler` behind the guard. */
@@ -149,7 +149,7 @@ export class ConnectionGuard {
   }
 
   private track(socket: Socket): void {
-    if (!this.room.admit(socket, this.connections.size)) return;
+    if (!this.room.admit(socket)) return;
     const connection: Connection = {
       socket,
       inFlight: 0,
@@ -170,7 +170,7 @@ export class ConnectionGuard {
     });
     socket.once('close', () => {
       this.connections.delete(socket);
-      this.room.isBusy(socket);
+      this.room.closed(socket);
       for (const answer of connection.answers) closed(answer);
     });
   }

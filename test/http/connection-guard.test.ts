@@ -12,8 +12,9 @@ import { setup } from '../helpers/setup.js';
 
 const healthz = (id: number) => `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: r${id}\r\n\r\n`;
 
-function openSocket(t: TestContext, port: number): Socket {
-  const socket = connect(port, '127.0.0.1');
+/** A connection to `port` on 127.0.0.1 from `from` (any of 127.0.0.0/8 is this host). */
+function openSocket(t: TestContext, port: number, from = '127.0.0.1'): Socket {
+  const socket = connect({ port, host: '127.0.0.1', localAddress: from });
   socket.on('error', () => undefined);
   t.after(() => socket.destroy());
   return socket;
@@ -285,7 +286,7 @@ test('100 Continue is sent only after authentication', async (t) => {
   assert.match(text, /\r\n\r\nHTTP\/1\.1 201 /);
 });
 
-test('at the connection limit, only an idle connection makes room; one being answered never', async (t) => {
+test('at the connection limit, one being answered never makes room for its own address', async (t) => {
   const { held, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 2 });
   const closed = (socket: Socket) => new Promise<void>((resolve) => socket.once('close', resolve));
   // Two connections, each with a request being answered.
@@ -307,6 +308,28 @@ test('at the connection limit, only an idle connection makes room; one being ans
   await until(() => held.length === 3, 'the newcomer served');
   await idleClosed;
   assert.equal(busy[1]!.destroyed, false, 'the connection being answered is kept');
+});
+
+test('at the limit with none idle, another address takes the place of the one holding most', async (t) => {
+  // Without it, one address could hold every connection busy (asking for large answers it
+  // never reads, no token needed) and lock every other client out until the send timeout.
+  const { held, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 2 });
+  const closed = (socket: Socket) => new Promise<void>((resolve) => socket.once('close', resolve));
+  const hog = [openSocket(t, port), openSocket(t, port)];
+  hog.forEach((socket, i) => socket.write(healthz(i)));
+  await until(() => held.length === 2, 'two requests being answered');
+  const oldestClosed = closed(hog[0]!);
+  const other = openSocket(t, port, '127.0.0.2');
+  other.write(healthz(2));
+  await until(() => held.length === 3, 'the other address served');
+  await oldestClosed;
+  assert.equal(hog[1]!.destroyed, false, 'one connection each: the hog keeps its newest');
+  // Now one each: neither address, nor a third, may take another's place.
+  for (const from of ['127.0.0.2', '127.0.0.3', '127.0.0.1']) {
+    await closed(openSocket(t, port, from));
+  }
+  assert.equal(hog[1]!.destroyed || other.destroyed, false, 'both kept');
+  assert.equal(held.length, 3);
 });
 
 test('at the connection limit, connections that never sent a whole request make room', async (t) => {

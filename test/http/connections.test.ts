@@ -9,8 +9,8 @@ import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // The cap on open connections: at the cap a new connection takes the place of the one idle
-// longest, so that connections opened and left idle cannot lock other clients out; a
-// connection with a request being answered is never closed for another.
+// longest, so that connections opened and left idle cannot lock other clients out (with none
+// idle, see the address tests in connection-guard.test.ts).
 
 function open(port: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
