@@ -1,7 +1,8 @@
 import { isIPv4, isIPv6 } from 'node:net';
 
 /**
- * The key a client address is counted under by the failed-authentication limit:
+ * The key a client address is counted under by the failed-authentication limit and by the
+ * sharing of connections at the limit (src/http/connection-room.ts):
  * - an IPv4 address as is (an IPv4-mapped IPv6 address, `::ffff:192.0.2.1`, as its IPv4);
  * - an IPv6 address by its /64 prefix, `2001:db8:0:1::/64`: a single host is commonly
  *   given a whole /64, and counting each of its 2^64 addresses apart would limit nothing;

@@ -1,43 +1,53 @@
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { addressKey } from '../core/address-key.js';
-import { SharedSlots } from '../core/shared-slots.js';
 
 /**
- * Room for new connections at the limit on open ones, in two steps.
- * - The connections with no request unanswered are kept in the order they became idle (a
- *   Set keeps insertion order), and the one idle longest makes room for a newcomer, as nginx
- *   reuses its idle keep-alive connections when it runs out. Otherwise anyone could hold
- *   every connection by opening them and sending nothing more (or nothing at all) for the
- *   keep-alive or header timeout, and lock every other client out. A client whose idle
- *   connection is closed opens another, as after the keep-alive timeout.
- * - With none idle, the connections are shared among client addresses (an IPv6 /64 as one,
- *   see addressKey) as SharedSlots shares its slots: a newcomer from an address holding at
- *   least two fewer than the address holding the most closes that address's oldest, even
- *   with a request being answered. Otherwise one address could hold every connection busy
- *   (without a token: requests for large answers it never reads, each for the send
- *   timeout) and lock every other address out. A connection is never closed for one from
- *   its own address, nor from an address holding nearly as many.
+ * How many connections a newcomer at the limit looks at, of the idle ones and of the stalled
+ * ones: a flood of new connections costs each a bounded look, however many are open.
+ */
+const LOOK_AT = 32;
+
+/**
+ * Room for new connections at the limit on open ones. A newcomer closes, if it may, the
+ * connection idle longest; else the one stalled longest; else it is closed itself.
+ * - Idle: no request unanswered. They are kept in the order they became idle (a Set keeps
+ *   insertion order), as nginx reuses its idle keep-alive connections when it runs out.
+ *   Otherwise anyone could hold every connection by opening them and sending nothing more
+ *   (or nothing at all) for the keep-alive or header timeout, and lock every other client
+ *   out. A client whose idle connection is closed opens another, as after the keep-alive
+ *   timeout.
+ * - Stalled: an answer waiting unsent whose client took nothing of it since the guard last
+ *   looked (about a second; see `stalled`). Otherwise one client could hold every
+ *   connection busy without a token (requests for large answers it never reads, each
+ *   connection for the send timeout, then again) and lock every other client out. A
+ *   request being worked on, or an answer its client is reading, is never cut off.
+ * - "If it may": the connections are shared among client addresses (an IPv6 /64 as one, see
+ *   addressKey). A newcomer closes an idle connection of its own address or of an address
+ *   holding more connections than its own, and a stalled one only of an address holding
+ *   more. So an address opening connections over and over closes only its own, and cannot
+ *   take an idle one from a client holding fewer.
  */
 export class ConnectionRoom {
   private readonly idle = new Set<Socket>();
-  private readonly slots: SharedSlots<string>;
-  /** Gives back the slot of each connection admitted. */
-  private readonly held = new Map<Socket, () => void>();
+  /** The address (addressKey) of each connection admitted, and the count of each address. */
+  private readonly addresses = new Map<Socket, string>();
+  private readonly counts = new Map<string, number>();
   /** Connections closed at the limit since the last report: to make room, or for want of it. */
   private reclaimed = 0;
-  private takenOver = 0;
+  private stallClosed = 0;
   private refused = 0;
   /** The server is closing: an idle connection is closed, not kept (see closeIdle). */
   private closing = false;
 
-  /** `now`, a clock in milliseconds, paces how often an address takes another's place. */
+  /**
+   * `stalled`: the connections whose answer waits unsent and whose client took nothing of it
+   * since the guard last looked, stalled longest first (ConnectionGuard's sweep).
+   */
   constructor(
     readonly max: number,
-    now: () => number,
-  ) {
-    this.slots = new SharedSlots(max, now);
-  }
+    private readonly stalled: () => Iterable<Socket> = () => [],
+  ) {}
 
   /**
    * Node's own cap on connections, above the room's: a connection closed to make room is
@@ -79,58 +89,84 @@ export class ConnectionRoom {
   /** `socket` has closed: its place is free. */
   closed(socket: Socket): void {
     this.idle.delete(socket);
-    this.held.get(socket)?.();
-    this.held.delete(socket);
+    const address = this.addresses.get(socket);
+    if (address === undefined) return;
+    this.addresses.delete(socket);
+    const count = this.counts.get(address)! - 1;
+    if (count === 0) this.counts.delete(address);
+    else this.counts.set(address, count);
   }
 
   /**
-   * Whether a new connection may stay: at the limit, the one idle longest is closed for it,
-   * or with none idle the oldest of the address holding the most, if it may take that one's
-   * place (see the class). Closes the new one if not.
+   * Whether a new connection may stay: at the limit, the connection idle longest or the one
+   * stalled longest is closed for it, if it may be (see the class). Closes the new one if not.
    */
   admit(socket: Socket): boolean {
-    if (this.slots.inUse >= this.max) this.closeIdlest();
-    const slot = this.slots.take(addressKey(socket.remoteAddress), () => {
-      this.takenOver += 1;
-      socket.destroy();
-    });
-    if (slot === undefined) {
+    const address = addressKey(socket.remoteAddress);
+    if (this.addresses.size >= this.max && !this.makeRoom(address)) {
       this.refused += 1;
       socket.destroy();
       return false;
     }
-    this.held.set(socket, slot);
+    this.addresses.set(socket, address);
+    this.counts.set(address, (this.counts.get(address) ?? 0) + 1);
     return true;
   }
 
-  private closeIdlest(): void {
+  private makeRoom(newcomer: string): boolean {
+    const mine = this.counts.get(newcomer) ?? 0;
+    const holdsMore = (socket: Socket) =>
+      (this.counts.get(this.addresses.get(socket)!) ?? 0) > mine;
+    let looked = 0;
     for (const candidate of this.idle) {
-      this.idle.delete(candidate);
+      if (++looked > LOOK_AT) break;
+      // On its way out already: its place is free.
+      if (candidate.destroyed) {
+        this.closed(candidate);
+        return true;
+      }
       // Its last answer still being sent: not idle for its client; the send timeout's.
-      if (candidate.destroyed || candidate.writableLength > 0) continue;
-      candidate.destroy();
-      // Its place is free now, not at its 'close' a tick later, when the newcomer is in.
-      this.closed(candidate);
+      if (candidate.writableLength > 0) {
+        this.idle.delete(candidate);
+        continue;
+      }
+      if (this.addresses.get(candidate) !== newcomer && !holdsMore(candidate)) continue;
+      this.close(candidate);
       this.reclaimed += 1;
-      return;
+      return true;
     }
+    looked = 0;
+    for (const candidate of this.stalled()) {
+      if (++looked > LOOK_AT) break;
+      if (!this.addresses.has(candidate) || !holdsMore(candidate)) continue;
+      this.close(candidate);
+      this.stallClosed += 1;
+      return true;
+    }
+    return false;
+  }
+
+  private close(socket: Socket): void {
+    socket.destroy();
+    // Its place is free now, not at its 'close' a tick later, when the newcomer is in.
+    this.closed(socket);
   }
 
   /** Logs what was closed at the limit since the last report, in one line (a flood is one). */
   report(log: FastifyBaseLogger | undefined): void {
-    if (this.reclaimed === 0 && this.takenOver === 0 && this.refused === 0) return;
+    if (this.reclaimed === 0 && this.stallClosed === 0 && this.refused === 0) return;
     log?.warn(
       {
         maxConnections: this.max,
         idleClosed: this.reclaimed,
-        closedForOtherAddresses: this.takenOver,
+        stalledClosed: this.stallClosed,
         refused: this.refused,
       },
-      'connections at the limit: idle ones closed for new ones, else the oldest of the ' +
-        'address holding the most for another address, else new ones refused',
+      'connections at the limit: idle or stalled ones closed for new ones, new ones refused ' +
+        'when none could be',
     );
     this.reclaimed = 0;
-    this.takenOver = 0;
+    this.stallClosed = 0;
     this.refused = 0;
   }
 }

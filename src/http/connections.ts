@@ -11,8 +11,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import { ConnectionRoom } from './connection-room.js';
 import { keepStopped, resumeReading, stopReading } from './socket-reading.js';
 import {
+  closeAnswer,
   type Sending,
   stalledAnswers,
+  stillStalled,
   UNSENT_PER_CONNECTION,
   unsentBytes,
 } from './unsent-answers.js';
@@ -42,16 +44,6 @@ interface Connection extends Sending {
   pausedHere: boolean;
   /** Waiting for the socket to drain before handing on more (see `mayHandOn`). */
   drainAwaited: boolean;
-}
-
-/** Closes `answer` as Node does (emitCloseNT, lib/_http_server.js) only for the one with the
- * socket: one queued behind it (a pipelined request's) would never hear its client has gone,
- * and would hold what it holds (an event stream's slot, a long poll's wait) for good. */
-function closed(answer: ServerResponse & { _closed?: boolean }): void {
-  if (answer._closed === true) return;
-  answer.destroyed = true;
-  answer._closed = true;
-  answer.emit('close');
 }
 
 /** How often stalled answers are looked for (a send timeout holds to about this), and how
@@ -85,13 +77,17 @@ export class ConnectionGuard {
   private server: Server | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private sendTimeoutMs: number;
+  /** Those whose client took nothing between the last two sweeps, longest stalled first. */
+  private stalled: Connection[] = [];
 
   constructor(
     private readonly limits: ConnectionLimits,
     private readonly now: () => number = Date.now,
   ) {
     this.sendTimeoutMs = limits.sendTimeoutMs;
-    this.room = new ConnectionRoom(limits.maxConnections ?? Infinity, now);
+    this.room = new ConnectionRoom(limits.maxConnections ?? Infinity, () =>
+      stillStalled(this.stalled),
+    );
   }
 
   /** For Fastify's `serverFactory`: the server, with `handler` behind the guard. */
@@ -171,7 +167,7 @@ export class ConnectionGuard {
     socket.once('close', () => {
       this.connections.delete(socket);
       this.room.closed(socket);
-      for (const answer of connection.answers) closed(answer);
+      for (const answer of connection.answers) closeAnswer(answer);
     });
   }
 
@@ -264,11 +260,12 @@ export class ConnectionGuard {
   /** Closes connections whose pending answer has not moved for the send timeout. */
   private sweep(): void {
     this.room.report(this.log);
-    const { timedOut, overBound } = stalledAnswers(
+    const { timedOut, overBound, stalled } = stalledAnswers(
       this.connections.values(),
       this.now(),
       this.sendTimeoutMs,
     );
+    this.stalled = stalled;
     for (const connection of timedOut) {
       this.disconnect(connection, 'answer not read within the send timeout');
     }

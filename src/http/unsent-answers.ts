@@ -46,15 +46,16 @@ export interface Sending {
 
 /**
  * One sweep over `connections` at `now`: those whose answer has not moved for
- * `sendTimeoutMs` (the send timeout), and those to close because all together hold more
+ * `sendTimeoutMs` (the send timeout), those to close because all together hold more
  * than UNSENT_IN_ALL unsent (overBudget, among those whose answer did not move since the
- * last sweep). Records each connection's progress for the next sweep.
+ * last sweep), and those whose answer did not move since the last sweep, the longest
+ * stalled first. Records each connection's progress for the next sweep.
  */
 export function stalledAnswers<C extends Sending>(
   connections: Iterable<C>,
   now: number,
   sendTimeoutMs: number,
-): { timedOut: C[]; overBound: C[] } {
+): { timedOut: C[]; overBound: C[]; stalled: C[] } {
   let total = 0;
   const timedOut: C[] = [];
   const stalled: { connection: C; unsent: number }[] = [];
@@ -76,7 +77,22 @@ export function stalledAnswers<C extends Sending>(
       stalled.push({ connection, unsent });
     }
   }
-  return { timedOut, overBound: overBudget(stalled, total) };
+  return {
+    timedOut,
+    overBound: overBudget(stalled, total),
+    stalled: stalled.map((s) => s.connection).sort((a, b) => a.flushedSince - b.flushedSince),
+  };
+}
+
+/**
+ * The sockets of `stalled` (a sweep's) whose clients still took nothing of their answers,
+ * for ConnectionRoom: the sweep is up to a second old.
+ */
+export function* stillStalled(stalled: Iterable<Sending>): Generator<Socket> {
+  for (const { socket, flushed, queued } of stalled) {
+    if (socket.destroyed || socket.writableLength === 0) continue;
+    if (flushedBytes(socket) === flushed && queuedBytes(socket) >= queued) yield socket;
+  }
 }
 
 /**
@@ -107,4 +123,14 @@ export function overBudget<C>(
     total -= unsent;
   }
   return cut;
+}
+
+/** Closes `answer` as Node does (emitCloseNT, lib/_http_server.js) only for the one with the
+ * socket: one queued behind it (a pipelined request's) would never hear its client has gone,
+ * and would hold what it holds (an event stream's slot, a long poll's wait) for good. */
+export function closeAnswer(answer: ServerResponse & { _closed?: boolean }): void {
+  if (answer._closed === true) return;
+  answer.destroyed = true;
+  answer._closed = true;
+  answer.emit('close');
 }

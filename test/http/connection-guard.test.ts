@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
+import type { FastifyBaseLogger } from 'fastify';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { ConnectionGuard } from '../../src/http/connections.js';
@@ -286,15 +287,15 @@ test('100 Continue is sent only after authentication', async (t) => {
   assert.match(text, /\r\n\r\nHTTP\/1\.1 201 /);
 });
 
-test('at the connection limit, one being answered never makes room for its own address', async (t) => {
+test('at the connection limit, only an idle connection makes room; one being worked on never', async (t) => {
   const { held, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 2 });
   const closed = (socket: Socket) => new Promise<void>((resolve) => socket.once('close', resolve));
   // Two connections, each with a request being answered.
   const busy = [openSocket(t, port), openSocket(t, port)];
   busy.forEach((socket, i) => socket.write(healthz(i)));
   await until(() => held.length === 2, 'two requests being answered');
-  // A third has no room: closed at once, and the two are kept.
-  const refused = openSocket(t, port);
+  // A third, from another address, has no room: closed at once, and the two are kept.
+  const refused = openSocket(t, port, '127.0.0.2');
   await closed(refused);
   assert.ok(busy.every((socket) => !socket.destroyed));
   // One answered, its connection idle: the next newcomer takes its place.
@@ -310,26 +311,83 @@ test('at the connection limit, one being answered never makes room for its own a
   assert.equal(busy[1]!.destroyed, false, 'the connection being answered is kept');
 });
 
-test('at the limit with none idle, another address takes the place of the one holding most', async (t) => {
-  // Without it, one address could hold every connection busy (asking for large answers it
-  // never reads, no token needed) and lock every other client out until the send timeout.
-  const { held, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 2 });
-  const closed = (socket: Socket) => new Promise<void>((resolve) => socket.once('close', resolve));
+/** Opens a connection from `from` with one request: whether it was handed on (in `held`). */
+function knock(t: TestContext, port: number, from: string, held: unknown[]): Promise<boolean> {
+  const before = held.length;
+  const socket = openSocket(t, port, from);
+  socket.write(healthz(before));
+  return new Promise((resolve) => {
+    socket.once('close', () => resolve(held.length > before));
+    const look = () => {
+      if (held.length > before) resolve(true);
+      else if (!socket.destroyed) setImmediate(look);
+    };
+    look();
+  });
+}
+
+/** The guard's reports of what it closed or refused at the limit, one a sweep at most. */
+function reports(guard: ConnectionGuard): unknown[] {
+  const lines: unknown[] = [];
+  guard.useLog({ warn: (fields: unknown) => lines.push(fields) } as unknown as FastifyBaseLogger);
+  return lines;
+}
+
+/** An answer beyond what the kernel takes, to the request of `socket` in `held`, unread. */
+function stall(socket: Socket, held: ServerResponse[]): void {
+  socket.pause();
+  const answer = held.find((response) => response.socket?.remotePort === socket.localPort);
+  answer!.end(Buffer.alloc(beyondTheKernel() << 20, 'x'));
+}
+
+test('at the limit, a connection whose client reads nothing makes room for another address', async (t) => {
+  // Without it, one address could hold every connection busy without a token (asking for
+  // large answers it never reads) and lock every other client out until the send timeout.
+  const { held, guard, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 2 });
+  const lines = reports(guard);
   const hog = [openSocket(t, port), openSocket(t, port)];
   hog.forEach((socket, i) => socket.write(healthz(i)));
   await until(() => held.length === 2, 'two requests being answered');
-  const oldestClosed = closed(hog[0]!);
-  const other = openSocket(t, port, '127.0.0.2');
-  other.write(healthz(2));
-  await until(() => held.length === 3, 'the other address served');
-  await oldestClosed;
-  assert.equal(hog[1]!.destroyed, false, 'one connection each: the hog keeps its newest');
-  // Now one each: neither address, nor a third, may take another's place.
-  for (const from of ['127.0.0.2', '127.0.0.3', '127.0.0.1']) {
-    await closed(openSocket(t, port, from));
+  stall(hog[0]!, held);
+  // Refused until a sweep of the guard has seen the answer stall, then let in.
+  for (let refused = 0; !(await knock(t, port, '127.0.0.2', held)); refused++) {
+    assert.ok(refused < 10, 'let in within a few sweeps');
+    await until(() => lines.length > refused, 'the next sweep');
   }
-  assert.equal(hog[1]!.destroyed || other.destroyed, false, 'both kept');
-  assert.equal(held.length, 3);
+  // Its client reads again, to find the connection closed.
+  hog[0]!.resume();
+  await until(() => hog[0]!.destroyed, 'the stalled connection closed');
+  assert.equal(hog[1]!.destroyed, false, 'the one being worked on is kept');
+  // One each now, neither stalled: a third address finds no room.
+  assert.equal(await knock(t, port, '127.0.0.3', held), false);
+  assert.equal(hog[1]!.destroyed, false);
+});
+
+test('at the limit, an address opening connections over and over closes none of another', async (t) => {
+  const { held, guard, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 3 });
+  const lines = reports(guard);
+  // A client of another address, answered: its connection idle longest.
+  const client = openSocket(t, port, '127.0.0.2');
+  let text = '';
+  client.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  client.write(healthz(0));
+  await until(() => held.length === 1, 'the client served');
+  held[0]!.end('one');
+  await until(() => text.endsWith('one'), 'its answer');
+  // The hog takes the other two places, one stalled (one only: two would be past the bound
+  // of what all connections may hold unsent), then knocks again and again.
+  const hog = [openSocket(t, port), openSocket(t, port)];
+  hog.forEach((socket, i) => socket.write(healthz(i + 1)));
+  await until(() => held.length === 3, 'the hog served');
+  stall(hog[0]!, held);
+  // Until the guard has seen its answer stall (two sweeps), and once more.
+  for (let sweeps = 0; sweeps < 3; sweeps++) {
+    assert.equal(await knock(t, port, '127.0.0.1', held), false, 'the hog refused');
+    await until(() => lines.length > sweeps, 'the next sweep');
+  }
+  assert.equal(client.destroyed, false, 'the idle client kept');
+  client.write(healthz(9));
+  await until(() => held.length === 4, 'the client served again');
 });
 
 test('at the connection limit, connections that never sent a whole request make room', async (t) => {
