@@ -68,9 +68,9 @@ When the database is locked or unreachable, operations answer \`503\` with \`Ret
   closes its connection (\`--send-timeout\`).
 - Connections: a process keeps at most ${MAX_CONNECTIONS} open by default
   (\`--max-connections\`); past it a new connection takes the place of the one idle longest,
-  else of the one whose client has read nothing of its answer for about a second, of its own
-  client address or of an address holding more connections (a stalled one: only of an
-  address holding more), and is otherwise closed at once, without an answer. A connection
+  else of the one whose client has taken nothing of its answer for 5 s, of its own client
+  address or of an address holding more connections (a stalled one: only of an address
+  holding more), and is otherwise closed at once, without an answer. A connection
   has at most ${IN_FLIGHT_PER_CONNECTION} requests answered at once, one at a time while its answers
   wait unsent, and nothing more is read from it meanwhile; a client that pipelines more than
   ${PIPELINED_PER_CONNECTION} requests ahead of its answers is disconnected, and so are clients

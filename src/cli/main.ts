@@ -101,7 +101,10 @@ function program(): Command {
         .argParser(positiveInteger('connections', 1000)),
     )
     .addOption(
-      new Option('--max-connections <n>', 'open connections per process; more are closed at once')
+      new Option(
+        '--max-connections <n>',
+        'open connections per process; past it a new one replaces an idle or stalled one, or is closed',
+      )
         .env('PLANTSTORE_MAX_CONNECTIONS')
         .default(MAX_CONNECTIONS)
         .argParser(positiveInteger('connections', 1_000_000)),

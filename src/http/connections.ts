@@ -13,6 +13,7 @@ import { keepStopped, resumeReading, stopReading } from './socket-reading.js';
 import {
   closeAnswer,
   type Sending,
+  STALLED_FOR_ROOM_MS,
   stalledAnswers,
   stillStalled,
   UNSENT_PER_CONNECTION,
@@ -77,7 +78,7 @@ export class ConnectionGuard {
   private server: Server | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private sendTimeoutMs: number;
-  /** Those whose client took nothing between the last two sweeps, longest stalled first. */
+  /** Those whose client took nothing for STALLED_FOR_ROOM_MS at the last sweep, longest first. */
   private stalled: Connection[] = [];
 
   constructor(
@@ -156,6 +157,7 @@ export class ConnectionGuard {
       flushed: 0,
       flushedSince: this.now(),
       queued: 0,
+      wasSending: false,
     };
     this.connections.set(socket, connection);
     this.room.isIdle(socket);
@@ -260,12 +262,13 @@ export class ConnectionGuard {
   /** Closes connections whose pending answer has not moved for the send timeout. */
   private sweep(): void {
     this.room.report(this.log);
+    const now = this.now();
     const { timedOut, overBound, stalled } = stalledAnswers(
       this.connections.values(),
-      this.now(),
+      now,
       this.sendTimeoutMs,
     );
-    this.stalled = stalled;
+    this.stalled = stalled.filter((c) => now - c.flushedSince >= STALLED_FOR_ROOM_MS);
     for (const connection of timedOut) {
       this.disconnect(connection, 'answer not read within the send timeout');
     }

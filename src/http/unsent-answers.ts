@@ -42,7 +42,22 @@ export interface Sending {
   flushedSince: number;
   /** libuv's write queue at the last sweep: the kernel took some of it if it is smaller now. */
   queued: number;
+  /**
+   * Whether the socket held bytes unsent at the last sweep: an answer begun since has not
+   * stalled, whatever the counts above say (one large write moves neither until it is done,
+   * and libuv's queue was empty).
+   */
+  wasSending: boolean;
 }
+
+/**
+ * How long an answer must have stalled (its client taking nothing of it, as far as the
+ * process can see) for its connection to make room for another at the connection limit
+ * (ConnectionRoom). The kernel tells progress in steps: libuv writes again only once the
+ * kernel's send buffer has about a third free, so a client reading slowly can look stalled
+ * for a while; this leaves it several sweeps, far below the send timeout.
+ */
+export const STALLED_FOR_ROOM_MS = 5_000;
 
 /**
  * One sweep over `connections` at `now`: those whose answer has not moved for
@@ -63,8 +78,10 @@ export function stalledAnswers<C extends Sending>(
     const socket = connection.socket;
     const flushed = flushedBytes(socket);
     const queued = queuedBytes(socket);
-    const moved = flushed !== connection.flushed || queued < connection.queued;
+    const moved =
+      !connection.wasSending || flushed !== connection.flushed || queued < connection.queued;
     connection.queued = queued;
+    connection.wasSending = socket.writableLength > 0;
     if (socket.writableLength === 0 || moved) {
       connection.flushed = flushed;
       connection.flushedSince = now;

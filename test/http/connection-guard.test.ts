@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { ConnectionGuard } from '../../src/http/connections.js';
+import { STALLED_FOR_ROOM_MS } from '../../src/http/unsent-answers.js';
 import { beyondTheKernel } from '../helpers/tcp-buffers.js';
 import { setup } from '../helpers/setup.js';
 
@@ -36,14 +37,15 @@ async function guarded(
     inFlight: 3,
     pipelined: 6,
   },
+  now: () => number = Date.now,
 ) {
   const held: ServerResponse[] = [];
-  const guard = new ConnectionGuard({ ...limits, sendTimeoutMs: 60_000 });
+  const guard = new ConnectionGuard({ ...limits, sendTimeoutMs: 60_000 }, now);
   const server = guard.createServer(
     (_request, response) => {
       held.push(response);
     },
-    { keepAliveTimeout: 5_000 },
+    { keepAliveTimeout: 60_000 },
   );
   let accepted = 0;
   server.on('connection', () => (accepted += 1));
@@ -343,17 +345,22 @@ function stall(socket: Socket, held: ServerResponse[]): void {
 test('at the limit, a connection whose client reads nothing makes room for another address', async (t) => {
   // Without it, one address could hold every connection busy without a token (asking for
   // large answers it never reads) and lock every other client out until the send timeout.
-  const { held, guard, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 2 });
+  let clock = 0;
+  const limits = { inFlight: 3, pipelined: 6, maxConnections: 2 };
+  const { held, guard, port } = await guarded(t, limits, () => clock);
   const lines = reports(guard);
   const hog = [openSocket(t, port), openSocket(t, port)];
   hog.forEach((socket, i) => socket.write(healthz(i)));
   await until(() => held.length === 2, 'two requests being answered');
   stall(hog[0]!, held);
-  // Refused until a sweep of the guard has seen the answer stall, then let in.
+  // Refused until the guard's sweeps have seen the answer stall for STALLED_FOR_ROOM_MS,
+  // the clock moving on 2 s a sweep; then let in.
   for (let refused = 0; !(await knock(t, port, '127.0.0.2', held)); refused++) {
     assert.ok(refused < 10, 'let in within a few sweeps');
     await until(() => lines.length > refused, 'the next sweep');
+    clock += 2_000;
   }
+  assert.ok(clock >= STALLED_FOR_ROOM_MS, `let in at ${clock} ms, before the stall was long`);
   // Its client reads again, to find the connection closed.
   hog[0]!.resume();
   await until(() => hog[0]!.destroyed, 'the stalled connection closed');
@@ -364,7 +371,9 @@ test('at the limit, a connection whose client reads nothing makes room for anoth
 });
 
 test('at the limit, an address opening connections over and over closes none of another', async (t) => {
-  const { held, guard, port } = await guarded(t, { inFlight: 3, pipelined: 6, maxConnections: 3 });
+  let clock = 0;
+  const limits = { inFlight: 3, pipelined: 6, maxConnections: 3 };
+  const { held, guard, port } = await guarded(t, limits, () => clock);
   const lines = reports(guard);
   // A client of another address, answered: its connection idle longest.
   const client = openSocket(t, port, '127.0.0.2');
@@ -380,10 +389,11 @@ test('at the limit, an address opening connections over and over closes none of 
   hog.forEach((socket, i) => socket.write(healthz(i + 1)));
   await until(() => held.length === 3, 'the hog served');
   stall(hog[0]!, held);
-  // Until the guard has seen its answer stall (two sweeps), and once more.
+  // Before and after the guard has seen its answer stall for STALLED_FOR_ROOM_MS.
   for (let sweeps = 0; sweeps < 3; sweeps++) {
     assert.equal(await knock(t, port, '127.0.0.1', held), false, 'the hog refused');
     await until(() => lines.length > sweeps, 'the next sweep');
+    clock += STALLED_FOR_ROOM_MS;
   }
   assert.equal(client.destroyed, false, 'the idle client kept');
   client.write(healthz(9));

@@ -6,6 +6,7 @@ import {
   overBudget,
   type Sending,
   stalledAnswers,
+  stillStalled,
   unsentBytes,
 } from '../../src/http/unsent-answers.js';
 
@@ -31,6 +32,7 @@ function connection(
     flushed: sent,
     flushedSince: 0,
     queued: 0,
+    wasSending: unsent > 0,
   };
 }
 
@@ -92,4 +94,25 @@ test('a sweep sees progress inside one large write: the write queue of libuv shr
   // It stops shrinking: stalled from the last look that saw it move.
   assert.deepEqual(stalledAnswers([c], 50_000, 30_000).timedOut, []);
   assert.deepEqual(stalledAnswers([c], 59_000, 30_000).timedOut.length, 1);
+});
+
+test('an answer begun since the last sweep has not stalled; one that took nothing since has', () => {
+  // Idle at the last sweep, then one large write: Node counts none of it written until all
+  // has gone, and libuv's queue was empty before, so neither count shows progress.
+  const idle = { bytesWritten: 500, writableLength: 0 } as Socket;
+  const c = { ...connection('one write', 500, 0), socket: idle, flushedSince: -10_000 };
+  assert.deepEqual(stalledAnswers([c], 0, 30_000).stalled, []);
+  const writing = {
+    bytesWritten: 500 + 10e6,
+    writableLength: 10e6,
+    _handle: { writeQueueSize: 9e6 },
+  };
+  c.socket = writing as unknown as Socket;
+  const begun = stalledAnswers([c], 1_000, 30_000);
+  assert.deepEqual(begun.stalled, [], 'begun since the last look: not stalled');
+  assert.equal(c.flushedSince, 1_000, 'its stall, if any, counts from here');
+  assert.deepEqual(stalledAnswers([c], 2_000, 30_000).stalled, [c], 'took nothing since');
+  assert.deepEqual([...stillStalled([c])], [c.socket], 'and still takes nothing');
+  writing._handle.writeQueueSize = 8e6;
+  assert.deepEqual([...stillStalled([c])], [], 'the kernel took some since the sweep');
 });
