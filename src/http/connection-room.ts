@@ -6,7 +6,7 @@ import { addressKey } from '../core/address-key.js';
  * How many connections a newcomer at the limit looks at, of the idle ones and of the stalled
  * ones: a flood of new connections costs each a bounded look, however many are open.
  */
-const LOOK_AT = 32;
+export const LOOK_AT = 32;
 
 /**
  * Room for new connections at the limit on open ones. A newcomer closes, if it may, the
@@ -17,11 +17,11 @@ const LOOK_AT = 32;
  *   (or nothing at all) for the keep-alive or header timeout, and lock every other client
  *   out. A client whose idle connection is closed opens another, as after the keep-alive
  *   timeout.
- * - Stalled: an answer waiting unsent whose client took nothing of it since the guard last
- *   looked (about a second; see `stalled`). Otherwise one client could hold every
- *   connection busy without a token (requests for large answers it never reads, each
- *   connection for the send timeout, then again) and lock every other client out. A
- *   request being worked on, or an answer its client is reading, is never cut off.
+ * - Stalled: an answer waiting unsent whose client has taken nothing of it for
+ *   STALLED_FOR_ROOM_MS, as far as the guard's sweeps can tell (see `stalled`). Otherwise
+ *   one client could hold every connection busy without a token (requests for large answers
+ *   it never reads, each connection for the send timeout, then again) and lock every other
+ *   client out. A request being worked on is never cut off.
  * - "If it may": the connections are shared among client addresses (an IPv6 /64 as one, see
  *   addressKey). A newcomer closes an idle connection of its own address or of an address
  *   holding more connections than its own, and a stalled one only of an address holding
@@ -41,8 +41,8 @@ export class ConnectionRoom {
   private closing = false;
 
   /**
-   * `stalled`: the connections whose answer waits unsent and whose client took nothing of it
-   * since the guard last looked, stalled longest first (ConnectionGuard's sweep).
+   * `stalled`: at most LOOK_AT of the connections whose answer waits unsent and whose client
+   * has taken nothing of it for STALLED_FOR_ROOM_MS, stalled longest first (the guard's).
    */
   constructor(
     readonly max: number,
@@ -135,9 +135,7 @@ export class ConnectionRoom {
       this.reclaimed += 1;
       return true;
     }
-    looked = 0;
     for (const candidate of this.stalled()) {
-      if (++looked > LOOK_AT) break;
       if (!this.addresses.has(candidate) || !holdsMore(candidate)) continue;
       this.close(candidate);
       this.stallClosed += 1;

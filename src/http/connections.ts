@@ -8,7 +8,7 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
-import { ConnectionRoom } from './connection-room.js';
+import { ConnectionRoom, LOOK_AT } from './connection-room.js';
 import { keepStopped, resumeReading, stopReading } from './socket-reading.js';
 import {
   closeAnswer,
@@ -87,7 +87,7 @@ export class ConnectionGuard {
   ) {
     this.sendTimeoutMs = limits.sendTimeoutMs;
     this.room = new ConnectionRoom(limits.maxConnections ?? Infinity, () =>
-      stillStalled(this.stalled),
+      stillStalled(this.stalled, LOOK_AT),
     );
   }
 

@@ -102,11 +102,11 @@ export function stalledAnswers<C extends Sending>(
 }
 
 /**
- * The sockets of `stalled` (a sweep's) whose clients still took nothing of their answers,
- * for ConnectionRoom: the sweep is up to a second old.
+ * The sockets of the first `lookAt` of `stalled` (a sweep's) whose clients still took nothing
+ * of their answers, for ConnectionRoom: the sweep is up to a second old.
  */
-export function* stillStalled(stalled: Iterable<Sending>): Generator<Socket> {
-  for (const { socket, flushed, queued } of stalled) {
+export function* stillStalled(stalled: readonly Sending[], lookAt: number): Generator<Socket> {
+  for (const { socket, flushed, queued } of stalled.slice(0, lookAt)) {
     if (socket.destroyed || socket.writableLength === 0) continue;
     if (flushedBytes(socket) === flushed && queuedBytes(socket) >= queued) yield socket;
   }
