@@ -75,8 +75,8 @@ export interface AppOptions extends AppServices {
    */
   trustProxy?: string | false;
   /**
-   * The clock of the rate limits, in Unix milliseconds (tests); server/compose.ts gives it to
-   * the token checks too.
+   * The clock of the rate limits and of the connections' send timeouts and stalls, in Unix
+   * milliseconds (tests); server/compose.ts gives it to the token checks too.
    */
   now?: () => number;
   /** Where requests and rate-limit refusals are counted; nothing is measured by default. */
@@ -130,12 +130,15 @@ export function buildApp({
 }: AppOptions): FastifyInstance {
   const requestLog = new RequestLog(metrics, requestLine);
   const cors = corsPolicy(corsOrigins);
-  const connections = new ConnectionGuard({
-    inFlight: IN_FLIGHT_PER_CONNECTION,
-    pipelined: PIPELINED_PER_CONNECTION,
-    sendTimeoutMs,
-    maxConnections,
-  });
+  const connections = new ConnectionGuard(
+    {
+      inFlight: IN_FLIGHT_PER_CONNECTION,
+      pipelined: PIPELINED_PER_CONNECTION,
+      sendTimeoutMs,
+      maxConnections,
+    },
+    now,
+  );
   // Requests are measured as they are logged, when Fastify reports them complete, which it
   // does only for an app with a logger: a silent one, then, if there is nothing to log to.
   const logs = logger === false && metrics !== undefined ? { level: 'silent' } : logger;

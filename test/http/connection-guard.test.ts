@@ -7,6 +7,7 @@ import { ConnectionGuard } from '../../src/http/connections.js';
 import { STALLED_FOR_ROOM_MS } from '../../src/http/unsent-answers.js';
 import { beyondTheKernel } from '../helpers/tcp-buffers.js';
 import { setup } from '../helpers/setup.js';
+import { until } from '../helpers/until.js';
 
 // The bounds of one connection, through the guard alone (a handler that answers when the
 // test says) and through the app on a listening server: requests in flight, pipelining,
@@ -20,15 +21,6 @@ function openSocket(t: TestContext, port: number, from = '127.0.0.1'): Socket {
   socket.on('error', () => undefined);
   t.after(() => socket.destroy());
   return socket;
-}
-
-/** Resolves once `condition` holds, checking on every turn of the event loop. */
-async function until(condition: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setImmediate(resolve));
-  }
 }
 
 async function guarded(

@@ -17,6 +17,7 @@ import type { Store } from '../../src/store/store.js';
 import { OpenApiValidator } from '../helpers/openapi-validator.js';
 import { collectCrashes, databaseBehindProxy, POSTGRES_SKIP } from '../helpers/postgres.js';
 import type { TcpProxy } from '../helpers/tcp-proxy.js';
+import { until } from '../helpers/until.js';
 
 /**
  * The longest a request that makes one database call may take while the database is
@@ -134,15 +135,6 @@ function countCalls(store: Store): () => number {
   count(store.tokens, ['findByHash']);
   count(store, ['ping']);
   return () => calls;
-}
-
-/** Resolves once `condition` holds, checking on every turn of the event loop. */
-async function until(condition: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setImmediate(resolve));
-  }
 }
 
 /** A 503 with the catalogue's body and Retry-After, answered within `boundMs`. */
