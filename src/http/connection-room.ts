@@ -153,12 +153,18 @@ export class ConnectionRoom {
   /** Logs what was closed at the limit since the last report, in one line (a flood is one). */
   report(log: FastifyBaseLogger | undefined): void {
     if (this.reclaimed === 0 && this.stallClosed === 0 && this.refused === 0) return;
+    // The address holding the most: what an operator would look at (or block) first.
+    let busiest: [string, number] | undefined;
+    for (const entry of this.counts)
+      if (busiest === undefined || entry[1] > busiest[1]) busiest = entry;
     log?.warn(
       {
         maxConnections: this.max,
         idleClosed: this.reclaimed,
         stalledClosed: this.stallClosed,
         refused: this.refused,
+        busiestAddress: busiest?.[0] ?? null,
+        itsConnections: busiest?.[1] ?? 0,
       },
       'connections at the limit: idle or stalled ones closed for new ones, new ones refused ' +
         'when none could be',

@@ -354,6 +354,15 @@ test('at the limit, a connection whose client reads nothing makes room for anoth
     await until(() => lines.length > refused, 'the next sweep');
     clock += 2_000;
   }
+  // Each refusal was reported, naming the address holding the most.
+  assert.deepEqual(lines[0], {
+    maxConnections: 2,
+    idleClosed: 0,
+    stalledClosed: 0,
+    refused: 1,
+    busiestAddress: '127.0.0.1',
+    itsConnections: 2,
+  });
   // The sweep that found it stalled long enough ran before the clock's last move.
   const sweptAt = clock - 2_000;
   assert.ok(sweptAt - begun >= STALLED_FOR_ROOM_MS, `let in after a ${sweptAt - begun} ms stall`);
