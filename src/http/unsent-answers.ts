@@ -74,18 +74,23 @@ export function stalledAnswers<C extends Sending>(
   let total = 0;
   const timedOut: C[] = [];
   const stalled: { connection: C; unsent: number }[] = [];
+  // Answers begun since the last sweep, nothing taken of them yet: past the bound, cut after
+  // the stalled ones.
+  const begun: { connection: C; unsent: number }[] = [];
   for (const connection of connections) {
     const socket = connection.socket;
     const flushed = flushedBytes(socket);
     const queued = queuedBytes(socket);
-    const moved =
-      !connection.wasSending || flushed !== connection.flushed || queued < connection.queued;
+    const took = flushed !== connection.flushed || queued < connection.queued;
+    const isNew = !connection.wasSending;
     connection.queued = queued;
     connection.wasSending = socket.writableLength > 0;
-    if (socket.writableLength === 0 || moved) {
+    if (socket.writableLength === 0 || took || isNew) {
       connection.flushed = flushed;
       connection.flushedSince = now;
-      total += unsentBytes(socket, connection.answers);
+      const unsent = unsentBytes(socket, connection.answers);
+      total += unsent;
+      if (socket.writableLength > 0 && !took) begun.push({ connection, unsent });
     } else if (now - connection.flushedSince >= sendTimeoutMs) {
       timedOut.push(connection);
     } else {
@@ -96,7 +101,7 @@ export function stalledAnswers<C extends Sending>(
   }
   return {
     timedOut,
-    overBound: overBudget(stalled, total),
+    overBound: overBudget(stalled, total, UNSENT_IN_ALL, begun),
     stalled: stalled.map((s) => s.connection).sort((a, b) => a.flushedSince - b.flushedSince),
   };
 }
@@ -124,17 +129,20 @@ export function unsentBytes(socket: Socket, answers: Iterable<ServerResponse>): 
 
 /**
  * Which of `stalled` (connections whose client took nothing lately, with what each holds
- * unsent) to close so that `total`, what every connection holds, is within `budget`: the
- * largest first. None while `total` is within it.
+ * unsent), then of `begun` (answers begun since the last look, nothing taken yet), to close
+ * so that `total`, what every connection holds, is within `budget`: the largest first. None
+ * while `total` is within it.
  */
 export function overBudget<C>(
   stalled: { connection: C; unsent: number }[],
   total: number,
   budget = UNSENT_IN_ALL,
+  begun: { connection: C; unsent: number }[] = [],
 ): C[] {
   const cut: C[] = [];
   if (total <= budget) return cut;
-  for (const { connection, unsent } of [...stalled].sort((a, b) => b.unsent - a.unsent)) {
+  const largestFirst = (list: typeof stalled) => [...list].sort((a, b) => b.unsent - a.unsent);
+  for (const { connection, unsent } of [...largestFirst(stalled), ...largestFirst(begun)]) {
     if (total <= budget) break;
     cut.push(connection);
     total -= unsent;

@@ -117,3 +117,38 @@ test('an answer begun since the last sweep has not stalled; one that took nothin
   writing._handle.writeQueueSize = 8e6;
   assert.deepEqual([...stillStalled([c], 1)], [], 'the kernel took some since the sweep');
 });
+
+test('past the bound, answers begun since the last sweep are cut after the stalled ones', () => {
+  const big = 40 * 1024 * 1024;
+  // Both idle at the last sweep; one large write each since, nothing taken of it.
+  const begun = (name: string, size: number) => ({
+    ...connection(name, 500, 0),
+    socket: {
+      bytesWritten: 500 + size,
+      writableLength: size,
+      _handle: { writeQueueSize: size },
+    } as unknown as Socket,
+  });
+  const stalled = connection('stalled', 7, big);
+  const swept = stalledAnswers(
+    [begun('begun, small', 1_000), stalled, begun('begun', big)],
+    0,
+    30_000,
+  );
+  assert.deepEqual(
+    swept.overBound.map((c) => c.name),
+    ['stalled'],
+    'the stalled one first',
+  );
+  assert.deepEqual(
+    swept.stalled.map((c) => c.name),
+    ['stalled'],
+    'only it makes room',
+  );
+  const alone = stalledAnswers([begun('a', big), begun('b', 2 * big)], 0, 30_000);
+  assert.deepEqual(
+    alone.overBound.map((c) => c.name),
+    ['b'],
+    'then the largest begun',
+  );
+});
