@@ -108,9 +108,14 @@ export function stalledAnswers<C extends Sending>(
 
 /**
  * The sockets of the first `lookAt` of `stalled` (a sweep's) whose clients still took nothing
- * of their answers, for ConnectionRoom: the sweep is up to a second old.
+ * of their answers, for ConnectionRoom: the sweep is up to a second old. Those closed since
+ * (to make room, most of them) are dropped from the front of `stalled` first, so that more
+ * than `lookAt` can make room between two sweeps.
  */
-export function* stillStalled(stalled: readonly Sending[], lookAt: number): Generator<Socket> {
+export function* stillStalled(stalled: Sending[], lookAt: number): Generator<Socket> {
+  let gone = 0;
+  while (gone < stalled.length && stalled[gone]!.socket.destroyed) gone += 1;
+  stalled.splice(0, gone);
   for (const { socket, flushed, queued } of stalled.slice(0, lookAt)) {
     if (socket.destroyed || socket.writableLength === 0) continue;
     if (flushedBytes(socket) === flushed && queuedBytes(socket) >= queued) yield socket;

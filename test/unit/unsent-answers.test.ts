@@ -152,3 +152,14 @@ test('past the bound, answers begun since the last sweep are cut after the stall
     'then the largest begun',
   );
 });
+
+test('those closed since the sweep leave the front of the stalled, so more make room', () => {
+  const stalledOne = (destroyed: boolean) => ({
+    ...connection('stalled', 7, 1_000),
+    socket: { bytesWritten: 1_007, writableLength: 1_000, destroyed } as unknown as Socket,
+  });
+  const list = [...Array.from({ length: 40 }, () => stalledOne(true)), stalledOne(false)];
+  const last = list.at(-1)!.socket;
+  assert.deepEqual([...stillStalled(list, 32)], [last], 'found past 40 closed ones');
+  assert.equal(list.length, 1, 'the closed ones dropped');
+});
