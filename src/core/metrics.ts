@@ -24,6 +24,13 @@ export interface Metrics {
   webhookAttempt(outcome: string, lagSeconds: number, seconds: number): void;
   /** Event streams and waiting long polls of GET /events open in this process, now. */
   eventStreams(open: number): void;
+  /** Connections open in this process, now. */
+  connections(open: number): void;
+  /**
+   * A connection closed at --max-connections: an idle or a stalled one closed to make room,
+   * or a new one refused for want of it.
+   */
+  closedAtLimit(reason: 'idle' | 'stalled' | 'refused'): void;
 }
 
 export type StatementOutcome = 'ok' | 'error' | 'raced';
@@ -35,6 +42,8 @@ export const noMetrics: Metrics = {
   groupCommit: () => undefined,
   webhookAttempt: () => undefined,
   eventStreams: () => undefined,
+  connections: () => undefined,
+  closedAtLimit: () => undefined,
 };
 
 /** Seconds since `start`, a `process.hrtime.bigint()`-style reading in nanoseconds. */

@@ -138,6 +138,7 @@ export function buildApp({
       maxConnections,
     },
     now,
+    metrics,
   );
   // Requests are measured as they are logged, when Fastify reports them complete, which it
   // does only for an app with a logger: a silent one, then, if there is nothing to log to.

@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { addressKey } from '../core/address-key.js';
+import type { Metrics } from '../core/metrics.js';
 
 /**
  * How many connections a newcomer at the limit looks at, of the idle ones and of the stalled
@@ -47,6 +48,7 @@ export class ConnectionRoom {
   constructor(
     readonly max: number,
     private readonly stalled: () => Iterable<Socket> = () => [],
+    private readonly metrics?: Pick<Metrics, 'connections' | 'closedAtLimit'>,
   ) {}
 
   /**
@@ -92,6 +94,7 @@ export class ConnectionRoom {
     const address = this.addresses.get(socket);
     if (address === undefined) return;
     this.addresses.delete(socket);
+    this.metrics?.connections(this.addresses.size);
     const count = this.counts.get(address)! - 1;
     if (count === 0) this.counts.delete(address);
     else this.counts.set(address, count);
@@ -105,10 +108,12 @@ export class ConnectionRoom {
     const address = addressKey(socket.remoteAddress);
     if (this.addresses.size >= this.max && !this.makeRoom(address)) {
       this.refused += 1;
+      this.metrics?.closedAtLimit('refused');
       socket.destroy();
       return false;
     }
     this.addresses.set(socket, address);
+    this.metrics?.connections(this.addresses.size);
     this.counts.set(address, (this.counts.get(address) ?? 0) + 1);
     return true;
   }
@@ -133,12 +138,14 @@ export class ConnectionRoom {
       if (this.addresses.get(candidate) !== newcomer && !holdsMore(candidate)) continue;
       this.close(candidate);
       this.reclaimed += 1;
+      this.metrics?.closedAtLimit('idle');
       return true;
     }
     for (const candidate of this.stalled()) {
       if (!this.addresses.has(candidate) || !holdsMore(candidate)) continue;
       this.close(candidate);
       this.stallClosed += 1;
+      this.metrics?.closedAtLimit('stalled');
       return true;
     }
     return false;

@@ -8,6 +8,7 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
+import type { Metrics } from '../core/metrics.js';
 import { ConnectionRoom, LOOK_AT } from './connection-room.js';
 import { keepStopped, resumeReading, stopReading } from './socket-reading.js';
 import {
@@ -84,11 +85,11 @@ export class ConnectionGuard {
   constructor(
     private readonly limits: ConnectionLimits,
     private readonly now: () => number = Date.now,
+    metrics?: Pick<Metrics, 'connections' | 'closedAtLimit'>,
   ) {
     this.sendTimeoutMs = limits.sendTimeoutMs;
-    this.room = new ConnectionRoom(limits.maxConnections ?? Infinity, () =>
-      stillStalled(this.stalled, LOOK_AT),
-    );
+    const stalled = () => stillStalled(this.stalled, LOOK_AT);
+    this.room = new ConnectionRoom(limits.maxConnections ?? Infinity, stalled, metrics);
   }
 
   /** For Fastify's `serverFactory`: the server, with `handler` behind the guard. */

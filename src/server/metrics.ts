@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
+import { limitInstruments } from './limit-metrics.js';
 import type { Metrics } from '../core/metrics.js';
 import type { PoolState } from '../store/store.js';
 import { answerPrimary, NoWorkerYet, WorkerMetrics } from './cluster-metrics.js';
@@ -67,11 +68,6 @@ export function prometheusMetrics(registry: client.Registry, sources: MetricSour
       ? postgresInstruments(registers, sources.pool)
       : sqliteInstruments(registers);
   const webhooks = webhookInstruments(registers, sources.queueDepth);
-  const eventStreams = new client.Gauge({
-    name: 'plantstore_event_streams',
-    help: 'Event streams and waiting long polls of GET /events open, of --max-event-streams a process.',
-    registers,
-  });
   return {
     request: (route, method, status, seconds) => requests.add(route, method, status, seconds),
     rateLimited: (policy) => refusals.inc({ policy }),
@@ -81,7 +77,7 @@ export function prometheusMetrics(registry: client.Registry, sources: MetricSour
       database.batches?.observe(writes);
       database.commits?.observe(commitSeconds);
     },
-    eventStreams: (open) => eventStreams.set(open),
+    ...limitInstruments(registers),
     webhookAttempt(outcome, lagSeconds, seconds) {
       webhooks.attempts.inc({ outcome });
       webhooks.lag.observe(lagSeconds);

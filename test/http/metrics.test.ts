@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setImmediate } from 'node:timers/promises';
@@ -87,6 +88,8 @@ function recording() {
     },
     webhookAttempt: () => undefined,
     eventStreams: () => undefined,
+    connections: () => undefined,
+    closedAtLimit: () => undefined,
   };
   return { metrics, statements, commits };
 }
@@ -190,4 +193,28 @@ test('event streams and waiting long polls open, as a gauge', async (t) => {
   streams[0]!.close();
   // Down once the server has seen the connection close.
   while ((await open()) !== 1) await setImmediate();
+});
+
+test('connections open, and those closed at --max-connections by reason, as metrics', async (t) => {
+  const registry = new client.Registry();
+  const metrics = prometheusMetrics(registry, { database: 'sqlite' });
+  const app = await setup(t, { metrics, maxConnections: 1 });
+  await app.app.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.app.server.address() as AddressInfo;
+  const read = async (name: string) => sample(await registry.metrics(), name);
+  const connected = () =>
+    new Promise<Socket>((resolve) => {
+      const socket = connect({ port, host: '127.0.0.1' }, () => resolve(socket));
+      socket.on('error', () => undefined);
+      t.after(() => socket.destroy());
+    });
+  const first = await connected();
+  while ((await read('plantstore_http_connections')) !== 1) await setImmediate();
+  // At the limit: the first, idle, makes room for the second.
+  const firstClosed = new Promise((resolve) => first.once('close', resolve));
+  await connected();
+  await firstClosed;
+  const closed = 'plantstore_http_connections_closed_at_limit_total';
+  assert.equal(await read(`${closed}{reason="idle"}`), 1);
+  assert.equal(await read('plantstore_http_connections'), 1);
 });
