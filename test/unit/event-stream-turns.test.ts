@@ -6,7 +6,8 @@ import { changeEvent, quietLog } from '../helpers/change-events.js';
 
 // Streams reading the log, counted by turns of the event loop: however many open at once
 // from an old position, a turn runs at most CATCH_UP_BATCHES_PER_TURN of their reads, the
-// first read of each stream that goes to the log included.
+// first read of each stream that goes to the log included; streams reading the same batch
+// from memory read it in the same turn.
 
 /**
  * A feed of `batches` full batches of 100 events, whose reads (all at hand) are recorded with
@@ -91,4 +92,18 @@ test('a stream that starts in memory does not wait behind streams catching up', 
     'while others still catch up',
   );
   gone.abort();
+});
+
+test('streams following from memory read each batch together, in one turn', async () => {
+  const { feed, reads, clock } = feedOf(3, 0);
+  const gone = new AbortController();
+  const streams = Array.from({ length: 20 }, () => open(feed, 0n, 300, gone.signal));
+  await turnUntil(clock, () => streams.every((stream) => stream.done));
+  gone.abort();
+  // Gated one by one, 4 a turn, they drifted apart: each made the text of its batch itself.
+  for (const after of [0n, 100n, 200n]) {
+    const turns = new Set(reads.filter((read) => read.after === after).map((read) => read.turn));
+    assert.equal(turns.size, 1, `the reads after ${after} came in turns ${[...turns].join(' ')}`);
+  }
+  assert.equal(reads.filter((read) => read.after === 200n).length, 20);
 });

@@ -62,3 +62,31 @@ test('a caller whose signal aborts leaves its place at once, and takes no pass',
   await gate.pass(stop.signal);
   assert.equal(gate.queued, 0);
 });
+
+test('callers with the key of one let through this turn go with it, taking no pass', async () => {
+  const gate = new TurnGate<string>(1);
+  const order: string[] = [];
+  const passes = [
+    gate.pass(undefined, 'a').then(() => order.push('a1')),
+    gate.pass(undefined, 'a').then(() => order.push('a2')),
+    gate.pass(undefined, 'b').then(() => order.push('b1')),
+    gate.pass().then(() => order.push('none')),
+    gate.pass(undefined, 'b').then(() => order.push('b2')),
+    gate.pass(undefined, 'c').then(() => order.push('c1')),
+  ];
+  await settled();
+  assert.deepEqual(order, ['a1', 'a2'], 'the second "a" shares the turn\'s one pass');
+  await nextTurn();
+  await settled();
+  // The turn's pass goes to "b", and every "b" waiting goes with it, in the order they came.
+  assert.deepEqual(order, ['a1', 'a2', 'b1', 'b2']);
+  // A "b" coming later in the same turn goes at once too.
+  await gate.pass(undefined, 'b');
+  assert.equal(gate.queued, 2);
+  await nextTurn();
+  await settled();
+  assert.deepEqual(order, ['a1', 'a2', 'b1', 'b2', 'none']);
+  await nextTurn();
+  await Promise.all(passes);
+  assert.deepEqual(order, ['a1', 'a2', 'b1', 'b2', 'none', 'c1']);
+});

@@ -16,7 +16,7 @@ const STREAM_BATCH = 100;
  * SQLite) and makes their text, about a millisecond.
  */
 export const CATCH_UP_BATCHES_PER_TURN = 4;
-const catchingUp = new TurnGate(CATCH_UP_BATCHES_PER_TURN);
+const catchingUp = new TurnGate<bigint>(CATCH_UP_BATCHES_PER_TURN);
 
 /**
  * The text of the last batch sent, made once for every stream that sends the same batch next
@@ -122,7 +122,9 @@ async function* following(
       }
     }
     if (behind) {
-      await catchingUp.pass(signal);
+      // From memory, the streams at the same position read the same batch and send one text:
+      // they go together (TurnGate's key), a batch read from the log is each stream's own.
+      await catchingUp.pass(signal, feed.inMemory(position) ? position : undefined);
       if (!open()) return;
     }
     let events;

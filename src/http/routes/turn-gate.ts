@@ -6,37 +6,51 @@
  * yielding one turn between their batches still ran 300 batches a turn: every other request
  * waited up to 17 s. Through a gate, a turn runs a few batches, whatever the number of
  * streams, and the requests between them are served.
+ *
+ * Callers that give a `key` share work: once one with a key has passed in a turn, every
+ * other with that key passes in the same turn, without taking a pass. Streams that follow
+ * the writes from memory read the same batch at the same position and send one text made
+ * once; gated one by one, they drifted apart, and each made its own (100 streams following
+ * a burst of creates on SQLite cost 5 times the CPU a create they cost with one turn
+ * between batches; bench/HISTORY.md).
  */
-export class TurnGate {
+export class TurnGate<Key = never> {
   private passed = 0;
-  private readonly waiting: (() => void)[] = [];
+  /** The keys of those let through this turn. */
+  private readonly keys = new Set<Key>();
+  private waiting: { go: () => void; key: Key | undefined }[] = [];
   private turning = false;
 
   constructor(private readonly perTurn: number) {}
 
   /**
-   * Resolves when the caller may go: at once if this turn has room, else at a later turn; at
-   * once too when `signal` aborts, leaving its place (and no pass taken) to those behind.
+   * Resolves when the caller may go: at once if this turn has room, or let through one with
+   * its `key`, else at a later turn; at once too when `signal` aborts, leaving its place (and
+   * no pass taken) to those behind.
    */
-  pass(signal?: AbortSignal): Promise<void> {
+  pass(signal?: AbortSignal, key?: Key): Promise<void> {
     this.turnSoon();
     if (signal?.aborted === true) return Promise.resolve();
+    if (key !== undefined && this.keys.has(key)) return Promise.resolve();
     if (this.passed < this.perTurn && this.waiting.length === 0) {
-      this.passed += 1;
+      this.letThrough(key);
       return Promise.resolve();
     }
     return new Promise((resolve) => {
-      const go = () => {
-        signal?.removeEventListener('abort', leave);
-        resolve();
+      const waiter = {
+        go: () => {
+          signal?.removeEventListener('abort', leave);
+          resolve();
+        },
+        key,
       };
       const leave = () => {
-        const at = this.waiting.indexOf(go);
+        const at = this.waiting.indexOf(waiter);
         if (at >= 0) this.waiting.splice(at, 1);
         resolve();
       };
       signal?.addEventListener('abort', leave, { once: true });
-      this.waiting.push(go);
+      this.waiting.push(waiter);
     });
   }
 
@@ -45,15 +59,32 @@ export class TurnGate {
     return this.waiting.length;
   }
 
+  private letThrough(key: Key | undefined): void {
+    this.passed += 1;
+    if (key !== undefined) this.keys.add(key);
+  }
+
   private turnSoon(): void {
     if (this.turning) return;
     this.turning = true;
     setImmediate(() => {
       this.turning = false;
       this.passed = 0;
+      this.keys.clear();
       while (this.passed < this.perTurn && this.waiting.length > 0) {
-        this.passed += 1;
-        this.waiting.shift()!();
+        const { go, key } = this.waiting.shift()!;
+        if (key === undefined || !this.keys.has(key)) this.letThrough(key);
+        go();
+      }
+      // Those waiting with a key let through this turn go with it.
+      if (this.keys.size > 0) {
+        const going: (() => void)[] = [];
+        this.waiting = this.waiting.filter(({ go, key }) => {
+          const goes = key !== undefined && this.keys.has(key);
+          if (goes) going.push(go);
+          return !goes;
+        });
+        for (const go of going) go();
       }
       // Those let through this turn count against it: the next turn starts the count anew.
       if (this.passed > 0) this.turnSoon();
