@@ -90,3 +90,17 @@ test('callers with the key of one let through this turn go with it, taking no pa
   await Promise.all(passes);
   assert.deepEqual(order, ['a1', 'a2', 'b1', 'b2', 'none', 'c1']);
 });
+
+test('the callers a turn lets through go one key after another, in the order keys passed', async () => {
+  const gate = new TurnGate<string>(2);
+  await gate.pass(undefined, 'x');
+  await gate.pass(undefined, 'y');
+  const order: string[] = [];
+  const passes = ['a1', 'b1', 'a2', 'b2', 'a3'].map((name) =>
+    gate.pass(undefined, name[0]).then(() => order.push(name)),
+  );
+  await nextTurn();
+  await Promise.all(passes);
+  // Stable within a key: a batch's text, kept for the next stream, is made once a key.
+  assert.deepEqual(order, ['a1', 'a2', 'a3', 'b1', 'b2']);
+});

@@ -14,11 +14,16 @@
  * a burst of creates on SQLite cost 5 times the CPU a create they cost with one turn
  * between batches; bench/HISTORY.md).
  */
+interface Waiter<Key> {
+  go: () => void;
+  key: Key | undefined;
+}
+
 export class TurnGate<Key = never> {
   private passed = 0;
   /** The keys of those let through this turn. */
   private readonly keys = new Set<Key>();
-  private waiting: { go: () => void; key: Key | undefined }[] = [];
+  private waiting: Waiter<Key>[] = [];
   private turning = false;
 
   constructor(private readonly perTurn: number) {}
@@ -71,21 +76,25 @@ export class TurnGate<Key = never> {
       this.turning = false;
       this.passed = 0;
       this.keys.clear();
+      const going: Waiter<Key>[] = [];
       while (this.passed < this.perTurn && this.waiting.length > 0) {
-        const { go, key } = this.waiting.shift()!;
-        if (key === undefined || !this.keys.has(key)) this.letThrough(key);
-        go();
+        const waiter = this.waiting.shift()!;
+        if (waiter.key === undefined || !this.keys.has(waiter.key)) this.letThrough(waiter.key);
+        going.push(waiter);
       }
       // Those waiting with a key let through this turn go with it.
       if (this.keys.size > 0) {
-        const going: (() => void)[] = [];
-        this.waiting = this.waiting.filter(({ go, key }) => {
-          const goes = key !== undefined && this.keys.has(key);
-          if (goes) going.push(go);
+        this.waiting = this.waiting.filter((waiter) => {
+          const goes = waiter.key !== undefined && this.keys.has(waiter.key);
+          if (goes) going.push(waiter);
           return !goes;
         });
-        for (const go of going) go();
       }
+      // One key's callers one after another (a stable sort), so that a batch's text, kept
+      // for the stream that sends it next, is made once (event-stream.ts).
+      const order = new Map([...this.keys].map((key, i) => [key, i]));
+      const rank = ({ key }: Waiter<Key>) => (key === undefined ? -1 : order.get(key)!);
+      for (const { go } of going.sort((a, b) => rank(a) - rank(b))) go();
       // Those let through this turn count against it: the next turn starts the count anew.
       if (this.passed > 0) this.turnSoon();
     });
