@@ -64,7 +64,7 @@ test('a caller whose signal aborts leaves its place at once, and takes no pass',
 });
 
 test('callers with the key of one let through this turn go with it, taking no pass', async () => {
-  const gate = new TurnGate<string>(1);
+  const gate = new TurnGate<string>(1, 10);
   const order: string[] = [];
   const passes = [
     gate.pass(undefined, 'a').then(() => order.push('a1')),
@@ -92,7 +92,7 @@ test('callers with the key of one let through this turn go with it, taking no pa
 });
 
 test('the callers a turn lets through go one key after another, in the order keys passed', async () => {
-  const gate = new TurnGate<string>(2);
+  const gate = new TurnGate<string>(2, 10);
   await gate.pass(undefined, 'x');
   await gate.pass(undefined, 'y');
   const order: string[] = [];
@@ -103,4 +103,42 @@ test('the callers a turn lets through go one key after another, in the order key
   await Promise.all(passes);
   // Stable within a key: a batch's text, kept for the next stream, is made once a key.
   assert.deepEqual(order, ['a1', 'a2', 'a3', 'b1', 'b2']);
+});
+
+test('a turn lets sharedPerTurn callers go with a key let through, the rest at the next', async () => {
+  const gate = new TurnGate<string>(1, 2);
+  const order: string[] = [];
+  const passes = ['a1', 'a2', 'a3', 'a4', 'a5', 'a6'].map((name) =>
+    gate.pass(undefined, 'a').then(() => order.push(name)),
+  );
+  await settled();
+  assert.deepEqual(order, ['a1', 'a2', 'a3'], 'one pass, two sharing it');
+  assert.equal(gate.queued, 3);
+  await nextTurn();
+  await Promise.all(passes);
+  assert.deepEqual(order, ['a1', 'a2', 'a3', 'a4', 'a5', 'a6']);
+  // Without sharing (the default), a key is only a caller like any other.
+  const plain = new TurnGate<string>(1);
+  await plain.pass(undefined, 'a');
+  let second = false;
+  void plain.pass(undefined, 'a').then(() => (second = true));
+  await settled();
+  assert.equal(second, false);
+});
+
+test('a keyed caller whose signal aborts leaves the queue, and the others of its key go', async () => {
+  const gate = new TurnGate<string>(1, 10);
+  await gate.pass();
+  const stop = new AbortController();
+  const order: string[] = [];
+  const leaving = gate.pass(stop.signal, 'a').then(() => order.push('left'));
+  const others = [gate.pass(undefined, 'a'), gate.pass(undefined, 'a')].map((p, i) =>
+    p.then(() => order.push(`a${i}`)),
+  );
+  stop.abort();
+  await leaving;
+  assert.equal(gate.queued, 2);
+  await nextTurn();
+  await Promise.all(others);
+  assert.deepEqual(order, ['left', 'a0', 'a1']);
 });

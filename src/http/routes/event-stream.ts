@@ -16,22 +16,34 @@ const STREAM_BATCH = 100;
  * SQLite) and makes their text, about a millisecond.
  */
 export const CATCH_UP_BATCHES_PER_TURN = 4;
-const catchingUp = new TurnGate<bigint>(CATCH_UP_BATCHES_PER_TURN);
 
 /**
- * The text of the last batch sent, made once for every stream that sends the same batch next
- * (streams that are up to date are woken together and read the same events). One batch, not
- * a cache per event: a WeakMap of every event in memory kept the events' text alive past
- * their send and doubled the collector's share of a create with one stream following.
+ * Streams following from memory that share a batch at one position go in the same turn, up
+ * to this many besides the 4 (TurnGate's `sharedPerTurn`): each costs a slice of memory and
+ * a write of a text made once, not a read of the log; a thousand would cost a turn the
+ * writes of a thousand texts.
  */
-let lastBatch: { first: ChangeEvent; last: ChangeEvent; text: string } | undefined;
+export const FOLLOWERS_SHARING_PER_TURN = 64;
+const catchingUp = new TurnGate<bigint>(CATCH_UP_BATCHES_PER_TURN, FOLLOWERS_SHARING_PER_TURN);
+
+/**
+ * The text of the batches sent last, made once for every stream that sends the same batch
+ * (streams that are up to date are woken together and read the same events). A few batches,
+ * as many as a turn lets through twice over, not a cache per event: a WeakMap of every event
+ * in memory kept the events' text alive past their send and doubled the collector's share of
+ * a create with one stream following.
+ */
+const lastBatches: { first: ChangeEvent; last: ChangeEvent; text: string }[] = [];
+const BATCHES_KEPT = 2 * CATCH_UP_BATCHES_PER_TURN;
 
 function textOf(events: ChangeEvent[]): string {
   const first = events[0]!;
   const last = events.at(-1)!;
-  if (lastBatch?.first === first && lastBatch.last === last) return lastBatch.text;
+  const kept = lastBatches.find((batch) => batch.first === first && batch.last === last);
+  if (kept !== undefined) return kept.text;
   const text = events.length === 1 ? eventFrame(first) : events.map(eventFrame).join('');
-  lastBatch = { first, last, text };
+  lastBatches.push({ first, last, text });
+  if (lastBatches.length > BATCHES_KEPT) lastBatches.shift();
   return text;
 }
 

@@ -7,42 +7,44 @@
  * waited up to 17 s. Through a gate, a turn runs a few batches, whatever the number of
  * streams, and the requests between them are served.
  *
- * Callers that give a `key` share work: once one with a key has passed in a turn, every
- * other with that key passes in the same turn, without taking a pass. Streams that follow
- * the writes from memory read the same batch at the same position and send one text made
- * once; gated one by one, they drifted apart, and each made its own (100 streams following
- * a burst of creates on SQLite cost 5 times the CPU a create they cost with one turn
- * between batches; bench/HISTORY.md).
+ * Callers that give a `key` share work: once one with a key has passed in a turn, up to
+ * `sharedPerTurn` others with a key let through go in the same turn without taking a pass.
+ * Streams that follow the writes from memory read the same batch at the same position and
+ * send one text made once; gated one by one, they drifted apart, and each made its own (100
+ * streams following a burst of creates on SQLite cost 5 times the CPU a create they cost
+ * with one turn between batches; bench/HISTORY.md).
  */
-interface Waiter<Key> {
-  go: () => void;
-  key: Key | undefined;
-}
-
 export class TurnGate<Key = never> {
   private passed = 0;
+  private shared = 0;
   /** The keys of those let through this turn. */
   private readonly keys = new Set<Key>();
   private waiting: Waiter<Key>[] = [];
   private turning = false;
 
-  constructor(private readonly perTurn: number) {}
+  constructor(
+    private readonly perTurn: number,
+    private readonly sharedPerTurn = 0,
+  ) {}
 
   /**
-   * Resolves when the caller may go: at once if this turn has room, or let through one with
-   * its `key`, else at a later turn; at once too when `signal` aborts, leaving its place (and
-   * no pass taken) to those behind.
+   * Resolves when the caller may go: at once if this turn has room, or room for one more
+   * with a `key` let through, else at a later turn; at once too when `signal` aborts,
+   * leaving its place (and no pass taken) to those behind.
    */
   pass(signal?: AbortSignal, key?: Key): Promise<void> {
     this.turnSoon();
     if (signal?.aborted === true) return Promise.resolve();
-    if (key !== undefined && this.keys.has(key)) return Promise.resolve();
+    if (this.sharing(key)) {
+      this.shared += 1;
+      return Promise.resolve();
+    }
     if (this.passed < this.perTurn && this.waiting.length === 0) {
       this.letThrough(key);
       return Promise.resolve();
     }
     return new Promise((resolve) => {
-      const waiter = {
+      const waiter: Waiter<Key> = {
         go: () => {
           signal?.removeEventListener('abort', leave);
           resolve();
@@ -64,6 +66,10 @@ export class TurnGate<Key = never> {
     return this.waiting.length;
   }
 
+  private sharing(key: Key | undefined): boolean {
+    return key !== undefined && this.keys.has(key) && this.shared < this.sharedPerTurn;
+  }
+
   private letThrough(key: Key | undefined): void {
     this.passed += 1;
     if (key !== undefined) this.keys.add(key);
@@ -75,23 +81,27 @@ export class TurnGate<Key = never> {
     setImmediate(() => {
       this.turning = false;
       this.passed = 0;
+      this.shared = 0;
       this.keys.clear();
       const going: Waiter<Key>[] = [];
-      while (this.passed < this.perTurn && this.waiting.length > 0) {
-        const waiter = this.waiting.shift()!;
-        if (waiter.key === undefined || !this.keys.has(waiter.key)) this.letThrough(waiter.key);
-        going.push(waiter);
+      while (this.waiting.length > 0) {
+        const { key } = this.waiting[0]!;
+        if (this.sharing(key)) this.shared += 1;
+        else if (this.passed < this.perTurn) this.letThrough(key);
+        else break;
+        going.push(this.waiting.shift()!);
       }
-      // Those waiting with a key let through this turn go with it.
-      if (this.keys.size > 0) {
+      // Those further back with a key let through this turn go with it, while there is room.
+      if (this.keys.size > 0 && this.shared < this.sharedPerTurn) {
         this.waiting = this.waiting.filter((waiter) => {
-          const goes = waiter.key !== undefined && this.keys.has(waiter.key);
-          if (goes) going.push(waiter);
-          return !goes;
+          if (!this.sharing(waiter.key)) return true;
+          this.shared += 1;
+          going.push(waiter);
+          return false;
         });
       }
-      // One key's callers one after another (a stable sort), so that a batch's text, kept
-      // for the stream that sends it next, is made once (event-stream.ts).
+      // One key's callers one after another (a stable sort), so that they find its batch's
+      // text among those kept (event-stream.ts).
       const order = new Map([...this.keys].map((key, i) => [key, i]));
       const rank = ({ key }: Waiter<Key>) => (key === undefined ? -1 : order.get(key)!);
       for (const { go } of going.sort((a, b) => rank(a) - rank(b))) go();
@@ -99,4 +109,9 @@ export class TurnGate<Key = never> {
       if (this.passed > 0) this.turnSoon();
     });
   }
+}
+
+interface Waiter<Key> {
+  go: () => void;
+  key: Key | undefined;
 }
