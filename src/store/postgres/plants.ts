@@ -1,6 +1,6 @@
 import type { PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
-import { plantPayload } from '../../core/webhooks/events.js';
-import { type PlantRow, type StoredPlantRow, toPlant, toStoredPlant } from '../rows.js';
+import { plantJson } from '../../core/webhooks/events.js';
+import { type PlantRow, type StoredPlantRow, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
   PlantChangedError,
@@ -63,10 +63,16 @@ async function list(query: Query, { limit, after, tag }: PlantQuery): Promise<Pl
       : after === undefined
         ? ['plants.pageTag', page('WHERE tag = $2'), [limit + 1, tag]]
         : ['plants.pageTagAfter', page(TAG_AFTER), [limit + 1, tag, after.toString()]];
-  const { rows } = await query<PlantRow>(name, text, values);
-  const plants = rows.slice(0, limit).map(toPlant);
-  const json = `[${plants.map(plantPayload).join(',')}]`;
-  return rows.length > limit ? { json, next: plants.at(-1)!.id } : { json };
+  const { rows } = await query<PageRow>(name, text, values, { int8AsText: true });
+  const more = rows.length > limit;
+  if (more) rows.length = limit;
+  const json = `[${rows.map((row) => plantJson(row.id, row.name, row.tag)).join(',')}]`;
+  return more ? { json, next: BigInt(rows.at(-1)!.id) } : { json };
+}
+
+/** A plants row with its id as text (`int8AsText`): digits PostgreSQL wrote, exact. */
+interface PageRow extends Omit<PlantRow, 'id'> {
+  id: string;
 }
 
 async function update(

@@ -29,10 +29,28 @@ export interface QueryOptions {
   planEachTime?: boolean;
   /** An error the caller expects now and then (see Metrics.statement's `raced`). */
   raced?: (error: unknown) => boolean;
+  /**
+   * int8 columns as their text (decimal digits), not bigints: for rows written straight
+   * into JSON, where a BigInt made and printed again for each id cost a 100-plant page about
+   * half the time its text took (bench/HISTORY.md).
+   */
+  int8AsText?: boolean;
 }
 
-const config = (name: string, text: string, values: unknown[], options?: QueryOptions) =>
-  options?.planEachTime === true ? { text, values } : { name, text, values };
+// The pool's parsers turn int8 into a bigint (open.ts); these leave it as PostgreSQL wrote it.
+const INT8_OID = 20;
+const asWritten = (text: string) => text;
+const INT8_AS_TEXT = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8_OID && format !== 'binary'
+      ? asWritten
+      : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+function config(name: string, text: string, values: unknown[], options?: QueryOptions) {
+  const query = options?.planEachTime === true ? { text, values } : { name, text, values };
+  return options?.int8AsText === true ? { ...query, types: INT8_AS_TEXT } : query;
+}
 
 // SQLSTATE classes and codes that say "not now" rather than "not this": connection
 // exceptions, serialization failures and deadlocks, insufficient resources, operator
