@@ -5,7 +5,9 @@ import pg from 'pg';
 import { silentLog } from '../../src/core/log.js';
 import { loadMigrations } from '../../src/store/migrations.js';
 import { migratePostgres } from '../../src/store/postgres/migrate.js';
+import { INT8_AS_BIGINT } from '../../src/store/postgres/int8.js';
 import { connectionConfig, openPostgresStore } from '../../src/store/postgres/open.js';
+import { poolQuery, type QueryOptions } from '../../src/store/postgres/query.js';
 import { UNKNOWN_VERSION } from '../../src/store/rows.js';
 import { freshDatabase, POSTGRES_SKIP, POSTGRES_URL } from '../helpers/postgres.js';
 
@@ -154,6 +156,25 @@ if (POSTGRES_SKIP) {
       await client.query("INSERT INTO schema_migrations VALUES (999, 'future', now())");
       await client.end();
       await assert.rejects(openPostgresStore({ url }), /newer than this plantstore knows/);
+    });
+
+    it('int8 arrives as bigints, and as text only in the query that asks (one connection)', async (t) => {
+      const url = await freshDatabase(t);
+      const pool = new pg.Pool({ connectionString: url, max: 1, types: INT8_AS_BIGINT });
+      t.after(() => pool.end());
+      const query = poolQuery(pool);
+      const extremes =
+        "SELECT '-9223372036854775808'::int8 AS low, 9223372036854775807::int8 AS high";
+      const read = async (name: string, options?: QueryOptions) =>
+        (await query<{ low: unknown; high: unknown }>(name, extremes, [], options)).rows[0];
+      assert.deepEqual(await read('asBigints'), { low: -(2n ** 63n), high: 2n ** 63n - 1n });
+      assert.deepEqual(await read('asText', { int8AsText: true }), {
+        low: '-9223372036854775808',
+        high: '9223372036854775807',
+      });
+      // The same connection, the same prepared statements: the override stayed with its query.
+      assert.deepEqual(await read('asBigints'), { low: -(2n ** 63n), high: 2n ** 63n - 1n });
+      assert.equal(typeof (await read('asText', { int8AsText: true }))?.high, 'string');
     });
   });
 }

@@ -21,14 +21,14 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
  * that the id stays an exact JSON integer at any int64 value.
  */
 export function plantPayload(plant: Plant): string {
-  return plantJson(plant.id.toString(), plant.name, plant.tag);
+  return plantText(plant.id.toString(), plant.name, plant.tag);
 }
 
 /**
  * The same text from a plant's fields as a database row has them, the id as its decimal
  * digits (a page of plants is written from its rows without a bigint for each id).
  */
-export function plantJson(idDigits: string, name: string, tag: string | null | undefined): string {
+export function plantText(idDigits: string, name: string, tag: string | null | undefined): string {
   const tagged = tag === undefined || tag === null ? '' : `,"tag":${JSON.stringify(tag)}`;
   return `{"id":${idDigits},"name":${JSON.stringify(name)}${tagged}}`;
 }

@@ -12,6 +12,7 @@ import { EVENTS_CHANNEL, postgresEventLog } from './plant-events.js';
 import { postgresPlants } from './plants.js';
 import { poolQuery } from './query.js';
 import { postgresRateLimits } from './rate-limits.js';
+import { INT8_AS_BIGINT } from './int8.js';
 import { CONNECT_TIMEOUT_MS, DEFAULT_POOL_SIZE, STATEMENT_TIMEOUT_MS } from './timeouts.js';
 import { postgresTokens } from './tokens.js';
 import { MessageSignal } from '../webhook-rows.js';
@@ -32,19 +33,6 @@ export interface PostgresOptions {
   /** false: refuse (NoDatabaseError) a database plantstore never migrated. */
   create?: boolean;
 }
-
-const INT8_OID = 20;
-
-const parseInt8 = (text: string): bigint => BigInt(text);
-
-// int8 arrives as text; turn it into a bigint, never a number, in this pool only. pg asks
-// for a parser per column of every result: one function, not a new one each time.
-const types = {
-  getTypeParser: ((oid: number, format?: string) =>
-    oid === INT8_OID && format !== 'binary'
-      ? parseInt8
-      : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
-};
 
 /**
  * The connection configuration of a URL, with the settings every connection starts with
@@ -168,7 +156,8 @@ function createPool(url: string, durability: Durability, poolSize: number, log: 
     // noticed by this client-side timeout, not by TCP minutes later.
     query_timeout: STATEMENT_TIMEOUT_MS + 1_000,
     keepAlive: true,
-    types,
+    // int8 as bigints, never numbers, in this pool only.
+    types: INT8_AS_BIGINT,
   });
   // An idle connection that breaks is dropped by the pool; the next query opens a new
   // one. Without a listener, the error would crash the process.

@@ -1,5 +1,5 @@
 import type { PlantChange, PlantQuery, StoredPlant } from '../../core/plant.js';
-import { plantJson } from '../../core/webhooks/events.js';
+import { plantText } from '../../core/webhooks/events.js';
 import { type PlantRow, type StoredPlantRow, toStoredPlant } from '../rows.js';
 import {
   type ConditionalWriteOptions,
@@ -66,7 +66,7 @@ async function list(query: Query, { limit, after, tag }: PlantQuery): Promise<Pl
   const { rows } = await query<PageRow>(name, text, values, { int8AsText: true });
   const more = rows.length > limit;
   if (more) rows.length = limit;
-  const json = `[${rows.map((row) => plantJson(row.id, row.name, row.tag)).join(',')}]`;
+  const json = `[${rows.map((row) => plantText(row.id, row.name, row.tag)).join(',')}]`;
   return more ? { json, next: BigInt(rows.at(-1)!.id) } : { json };
 }
 
