@@ -205,7 +205,8 @@ describe('query plans', () => {
       async (t) => {
         const url = await freshDatabase(t);
         const recorded = new Map<string, RecordedStatement>();
-        const proto = pg.Pool.prototype as unknown as { query: (...args: unknown[]) => unknown };
+        // Every statement of the pool runs on one of its clients (query.ts runs them there).
+        const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
         const query = proto.query;
         proto.query = function (this: unknown, ...args: unknown[]) {
           const config = args[0] as { name?: string; text?: string; values?: unknown[] };

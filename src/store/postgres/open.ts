@@ -152,9 +152,7 @@ function createPool(url: string, durability: Durability, poolSize: number, log: 
     max: poolSize,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     statement_timeout: STATEMENT_TIMEOUT_MS,
-    // A connection whose peer vanished without a word (a cut cable, a dead proxy) is
-    // noticed by this client-side timeout, not by TCP minutes later.
-    query_timeout: STATEMENT_TIMEOUT_MS + 1_000,
+    // No query_timeout: poolQuery keeps its own read timeout (query.ts).
     keepAlive: true,
     // int8 as bigints, never numbers, in this pool only.
     types: INT8_AS_BIGINT,
