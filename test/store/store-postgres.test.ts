@@ -8,6 +8,8 @@ import { migratePostgres } from '../../src/store/postgres/migrate.js';
 import { INT8_AS_BIGINT } from '../../src/store/postgres/int8.js';
 import { connectionConfig, openPostgresStore } from '../../src/store/postgres/open.js';
 import { poolQuery, type QueryOptions } from '../../src/store/postgres/query.js';
+import { noMetrics } from '../../src/core/metrics.js';
+import { StoreUnavailableError } from '../../src/store/store.js';
 import { UNKNOWN_VERSION } from '../../src/store/rows.js';
 import { freshDatabase, POSTGRES_SKIP, POSTGRES_URL } from '../helpers/postgres.js';
 
@@ -175,6 +177,35 @@ if (POSTGRES_SKIP) {
       // The same connection, the same prepared statements: the override stayed with its query.
       assert.deepEqual(await read('asBigints'), { low: -(2n ** 63n), high: 2n ** 63n - 1n });
       assert.equal(typeof (await read('asText', { int8AsText: true }))?.high, 'string');
+    });
+
+    it('a statement unanswered past the read timeout is a 503, and its connection is given up', async (t) => {
+      const url = await freshDatabase(t);
+      const pool = new pg.Pool({ connectionString: url, max: 1, connectionTimeoutMillis: 2_000 });
+      t.after(() => pool.end());
+      pool.on('error', () => {});
+      const query = poolQuery(pool, noMetrics, 200);
+      const started = performance.now();
+      await assert.rejects(query('slow', 'SELECT pg_sleep(1)', []), (error: unknown) => {
+        assert.ok(error instanceof StoreUnavailableError);
+        assert.match(String((error.cause as Error).message), /Query read timeout/);
+        return true;
+      });
+      assert.ok(performance.now() - started < 900, 'answered at the read timeout, not the sleep');
+      // One connection in all: had the slow one kept it, this would wait for it, then fail.
+      assert.deepEqual((await query('one', 'SELECT 1 AS one', [])).rows, [{ one: 1 }]);
+      // A statement that throws as it is handed to pg fails at once, and gives its slot back.
+      const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+      const original = proto.query;
+      proto.query = () => {
+        throw new Error('refused by the test');
+      };
+      try {
+        await assert.rejects(query('thrown', 'SELECT 2', []), /refused by the test/);
+      } finally {
+        proto.query = original;
+      }
+      assert.deepEqual((await query('two', 'SELECT 2 AS two', [])).rows, [{ two: 2 }]);
     });
   });
 }

@@ -126,7 +126,12 @@ function run<R extends pg.QueryResultRow>(
       client.once('error', settle);
       // The message pg's own timeout gives: isUnavailable reads it as "not now".
       const timer = setTimeout(() => settle(new Error('Query read timeout')), readTimeoutMs);
-      client.query<R>(statement, (error, result) => settle(error ?? undefined, result));
+      try {
+        client.query<R>(statement, (error, result) => settle(error ?? undefined, result));
+      } catch (error) {
+        // As pool.query: a throw here would otherwise escape into the pool's own callbacks.
+        settle(error instanceof Error ? error : new Error(String(error)));
+      }
     });
   });
 }
