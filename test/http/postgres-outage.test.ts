@@ -8,6 +8,7 @@ import { composeApp } from '../../src/server/compose.js';
 import { READINESS_TIMEOUT_MS } from '../../src/http/routes/system.js';
 import { TokenService } from '../../src/service/token-service.js';
 import { openPostgresStore } from '../../src/store/postgres/open.js';
+import { READ_TIMEOUT_MS } from '../../src/store/postgres/query.js';
 import {
   CONNECT_TIMEOUT_MS,
   DEFAULT_POOL_SIZE,
@@ -22,9 +23,9 @@ import { until } from '../helpers/until.js';
 /**
  * The longest a request that makes one database call may take while the database is
  * unreachable: at most CONNECT_TIMEOUT_MS waiting for a connection, then at most the
- * client-side query timeout (STATEMENT_TIMEOUT_MS + 1 s) for an answer: 8 s.
+ * store's read timeout (READ_TIMEOUT_MS, the statement timeout and 1 s) for an answer: 8 s.
  */
-const OUTAGE_BOUND_MS = CONNECT_TIMEOUT_MS + STATEMENT_TIMEOUT_MS + 1_000;
+const OUTAGE_BOUND_MS = CONNECT_TIMEOUT_MS + READ_TIMEOUT_MS;
 /** How long the service may take to notice the database is back. */
 const RECOVERY_BOUND_MS = 5_000;
 
