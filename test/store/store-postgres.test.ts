@@ -179,6 +179,37 @@ if (POSTGRES_SKIP) {
       assert.equal(typeof (await read('asText', { int8AsText: true }))?.high, 'string');
     });
 
+    it('a statement the server refuses gives its connection back: no new backend, prepared statements kept', async (t) => {
+      const url = await freshDatabase(t);
+      const pool = new pg.Pool({ connectionString: url, max: 1 });
+      t.after(() => pool.end());
+      let connections = 0;
+      pool.on('connect', () => (connections += 1));
+      const query = poolQuery(pool);
+      const backend = async () =>
+        (await query<{ pid: number }>('pid', 'SELECT pg_backend_pid() AS pid', [])).rows[0]!.pid;
+      const first = await backend();
+      await query('table', 'CREATE TABLE k (id int PRIMARY KEY)', [], { planEachTime: true });
+      await query('insert', 'INSERT INTO k VALUES ($1)', [1]);
+      // A key taken (what two requests racing one Idempotency-Key meet), a statement that
+      // fails as it runs, and one that fails as it is prepared (its name is not kept).
+      await assert.rejects(query('insert', 'INSERT INTO k VALUES ($1)', [1]), { code: '23505' });
+      await assert.rejects(query('divide', 'SELECT 1 / $1::int', [0]), { code: '22012' });
+      await assert.rejects(query('missing', 'SELECT * FROM nowhere', []), { code: '42P01' });
+      assert.equal(await backend(), first);
+      assert.equal(connections, 1);
+      await query('insert', 'INSERT INTO k VALUES ($1)', [2]);
+      await query('nowhere', 'CREATE TABLE nowhere (x int)', [], { planEachTime: true });
+      assert.deepEqual((await query('missing', 'SELECT * FROM nowhere', [])).rows, []);
+      // A connection the server ends (FATAL) is dropped, not given back.
+      await assert.rejects(
+        query('end', 'SELECT pg_terminate_backend(pg_backend_pid())', []),
+        (error: unknown) => error instanceof StoreUnavailableError,
+      );
+      assert.notEqual(await backend(), first);
+      assert.equal(connections, 2);
+    });
+
     it('a statement unanswered past the read timeout is a 503, and its connection is given up', async (t) => {
       const url = await freshDatabase(t);
       const pool = new pg.Pool({ connectionString: url, max: 1, connectionTimeoutMillis: 2_000 });

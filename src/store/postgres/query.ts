@@ -92,8 +92,22 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
 export const READ_TIMEOUT_MS = STATEMENT_TIMEOUT_MS + 1_000;
 
 /**
+ * Whether a connection may serve again after `error`: yes when the server refused the
+ * statement itself (severity ERROR: a key taken by a racing request, a deadlock's victim, a
+ * statement timeout), which leaves the connection idle and sound, its prepared statements
+ * with it (pg forgets a name whose Parse failed); no after anything else (FATAL, a read
+ * timeout, a broken socket). pool.query drops the connection after any error: a client that
+ * races its own Idempotency-Key then costs the database a new backend (a fork, a login, every
+ * statement prepared again) per race.
+ */
+// pg gives the severity as the server writes it, in the server's language (lc_messages): a
+// server that writes another one has its connections dropped after every error, as before.
+const connectionSound = (error: Error): boolean =>
+  error instanceof pg.DatabaseError && error.severity === 'ERROR';
+
+/**
  * pool.query, with the read timeout above: a connection of the pool runs the statement, and
- * is given back, or dropped by the pool if the statement failed (as pool.query does). pg's
+ * is given back, or dropped by the pool if it is unsound (connectionSound). pg's
  * own `query_timeout` did this until 2026-11-29: with it, each statement's rows lived on
  * through the young generation's collections and were promoted to the old one, which cost a
  * 100-plant page 15% more instructions in the store (bench/HISTORY.md); this does not.
@@ -112,13 +126,13 @@ function run<R extends pg.QueryResultRow>(
         return;
       }
       let settled = false;
-      // Once: the connection given back, or, with an error, dropped by the pool and ended.
+      // Once: the connection given back, or, unsound, dropped by the pool and ended.
       const settle = (error: Error | undefined, result?: pg.QueryResult<R>) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         client.removeListener('error', settle);
-        done(error);
+        done(error === undefined || connectionSound(error) ? undefined : error);
         if (error === undefined) resolve(result!);
         else reject(error);
       };
