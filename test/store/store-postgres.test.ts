@@ -179,35 +179,57 @@ if (POSTGRES_SKIP) {
       assert.equal(typeof (await read('asText', { int8AsText: true }))?.high, 'string');
     });
 
-    it('a statement the server refuses gives its connection back: no new backend, prepared statements kept', async (t) => {
+    it('a statement the server refuses gives its connection back; one left unsound is dropped', async (t) => {
       const url = await freshDatabase(t);
       const pool = new pg.Pool({ connectionString: url, max: 1 });
       t.after(() => pool.end());
+      pool.on('error', () => {});
       let connections = 0;
       pool.on('connect', () => (connections += 1));
       const query = poolQuery(pool);
       const backend = async () =>
         (await query<{ pid: number }>('pid', 'SELECT pg_backend_pid() AS pid', [])).rows[0]!.pid;
       const first = await backend();
-      await query('table', 'CREATE TABLE k (id int PRIMARY KEY)', [], { planEachTime: true });
-      await query('insert', 'INSERT INTO k VALUES ($1)', [1]);
-      // A key taken (what two requests racing one Idempotency-Key meet), a statement that
-      // fails as it runs, and one that fails as it is prepared (its name is not kept).
-      await assert.rejects(query('insert', 'INSERT INTO k VALUES ($1)', [1]), { code: '23505' });
-      await assert.rejects(query('divide', 'SELECT 1 / $1::int', [0]), { code: '22012' });
-      await assert.rejects(query('missing', 'SELECT * FROM nowhere', []), { code: '42P01' });
+      await query('table', 'CREATE TABLE k (id int PRIMARY KEY, v int)', [], { planEachTime: true });
+      await query('insert', 'INSERT INTO k VALUES ($1, 1)', [1]);
+      // A key taken (what two requests racing one Idempotency-Key meet), and a statement that
+      // fails as it runs, once prepared: both keep their connection and its statements.
+      await assert.rejects(query('insert', 'INSERT INTO k VALUES ($1, 1)', [1]), { code: '23505' });
+      await assert.rejects(query('divide', 'SELECT 1 / $1::int AS q', [0]), { code: '22012' });
+      assert.deepEqual((await query('divide', 'SELECT 1 / $1::int AS q', [1])).rows, [{ q: 1 }]);
+      await query('insert', 'INSERT INTO k VALUES ($1, 1)', [2]);
       assert.equal(await backend(), first);
       assert.equal(connections, 1);
-      await query('insert', 'INSERT INTO k VALUES ($1)', [2]);
-      await query('nowhere', 'CREATE TABLE nowhere (x int)', [], { planEachTime: true });
-      assert.deepEqual((await query('missing', 'SELECT * FROM nowhere', [])).rows, []);
-      // A connection the server ends (FATAL) is dropped, not given back.
+
+      // A column changed under a prepared statement fails it on this connection for good
+      // (0A000): the connection is dropped, and the statement runs on the next one.
+      const read = () => query<{ v: unknown }>('read', 'SELECT v FROM k WHERE id = $1', [1]);
+      assert.deepEqual((await read()).rows, [{ v: 1 }]);
+      const other = new pg.Client({ connectionString: url });
+      await other.connect();
+      await other.query('ALTER TABLE k ALTER COLUMN v TYPE text');
+      await other.end();
+      await assert.rejects(read(), { code: '0A000' });
+      assert.deepEqual((await read()).rows, [{ v: '1' }]);
+      assert.equal(connections, 2);
+
+      // A refusal inside a transaction left open (a text of several statements) leaves the
+      // connection in that failed transaction: dropped, though the refusal is one it keeps.
+      await assert.rejects(
+        query('open', 'BEGIN; SELECT 1 / 0', [], { planEachTime: true }),
+        { code: '22012' },
+      );
+      assert.deepEqual((await read()).rows, [{ v: '1' }]);
+      assert.equal(connections, 3);
+
+      // A connection the server ends (FATAL) is dropped.
+      const before = await backend();
       await assert.rejects(
         query('end', 'SELECT pg_terminate_backend(pg_backend_pid())', []),
         (error: unknown) => error instanceof StoreUnavailableError,
       );
-      assert.notEqual(await backend(), first);
-      assert.equal(connections, 2);
+      assert.notEqual(await backend(), before);
+      assert.equal(connections, 4);
     });
 
     it('a statement unanswered past the read timeout is a 503, and its connection is given up', async (t) => {

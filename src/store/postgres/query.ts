@@ -92,22 +92,54 @@ async function guard<T>(work: () => Promise<T>): Promise<T> {
 export const READ_TIMEOUT_MS = STATEMENT_TIMEOUT_MS + 1_000;
 
 /**
- * Whether a connection may serve again after `error`: yes when the server refused the
- * statement itself (severity ERROR: a key taken by a racing request, a deadlock's victim, a
- * statement timeout), which leaves the connection idle and sound, its prepared statements
- * with it (pg forgets a name whose Parse failed); no after anything else (FATAL, a read
- * timeout, a broken socket). pool.query drops the connection after any error: a client that
- * races its own Idempotency-Key then costs the database a new backend (a fork, a login, every
+ * SQLSTATEs of a statement the server refused on its own merits, which ends no session and
+ * leaves nothing behind on it: data exceptions (22: a value out of range, an exhausted
+ * sequence), integrity (23: a key taken by a racing request), a serialization failure or a
+ * deadlock's victim (40001, 40P01: rolled back whole) and a statement timeout (57014). An
+ * allow-list, by code rather than severity (which comes in the server's language): after
+ * anything else (0A000, a cached plan whose columns changed under it; 26000, a prepared
+ * statement the server no longer has; a FATAL) the connection could fail the same way at every
+ * later statement, and is dropped, as pool.query drops it after any error. Dropped, a client
+ * racing its own Idempotency-Key cost the database a new backend (a fork, a login, every
  * statement prepared again) per race.
  */
-// pg gives the severity as the server writes it, in the server's language (lc_messages): a
-// server that writes another one has its connections dropped after every error, as before.
-const connectionSound = (error: Error): boolean =>
-  error instanceof pg.DatabaseError && error.severity === 'ERROR';
+const REFUSED_STATEMENT = /^(?:22|23)|^(?:40001|40P01|57014)$/;
+
+const refusedStatement = (error: Error): boolean =>
+  error instanceof pg.DatabaseError && REFUSED_STATEMENT.test(error.code ?? '');
+
+/**
+ * Gives a connection back to the pool after a refused statement, once the server is ready
+ * for the next one (its ReadyForQuery follows the error, which pg answers at once) and only
+ * outside a transaction; drops it should it fail meanwhile or the server not be ready within
+ * `waitMs`. The statement's caller has its answer already.
+ */
+function giveBackWhenReady(
+  client: pg.PoolClient,
+  done: (release?: Error) => void,
+  error: Error,
+  waitMs: number,
+): void {
+  let given = false;
+  const give = (sound: boolean) => {
+    if (given) return;
+    given = true;
+    clearTimeout(late);
+    client.removeListener('error', broken);
+    client.removeListener('drain', ready);
+    done(sound ? undefined : error);
+  };
+  const broken = () => give(false);
+  const ready = () => give(client.getTransactionStatus() === 'I');
+  const late = setTimeout(broken, waitMs);
+  client.once('error', broken);
+  client.once('drain', ready);
+}
 
 /**
  * pool.query, with the read timeout above: a connection of the pool runs the statement, and
- * is given back, or dropped by the pool if it is unsound (connectionSound). pg's
+ * is given back, or dropped by the pool if the statement failed, unless the server refused it
+ * on its merits (REFUSED_STATEMENT). pg's
  * own `query_timeout` did this until 2026-11-29: with it, each statement's rows lived on
  * through the young generation's collections and were promoted to the old one, which cost a
  * 100-plant page 15% more instructions in the store (bench/HISTORY.md); this does not.
@@ -126,13 +158,17 @@ function run<R extends pg.QueryResultRow>(
         return;
       }
       let settled = false;
-      // Once: the connection given back, or, unsound, dropped by the pool and ended.
+      // Once: the connection given back, or, after an error, dropped by the pool and ended.
       const settle = (error: Error | undefined, result?: pg.QueryResult<R>) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         client.removeListener('error', settle);
-        done(error === undefined || connectionSound(error) ? undefined : error);
+        if (error !== undefined && refusedStatement(error)) {
+          giveBackWhenReady(client, done, error, readTimeoutMs);
+        } else {
+          done(error);
+        }
         if (error === undefined) resolve(result!);
         else reject(error);
       };
