@@ -190,7 +190,9 @@ if (POSTGRES_SKIP) {
       const backend = async () =>
         (await query<{ pid: number }>('pid', 'SELECT pg_backend_pid() AS pid', [])).rows[0]!.pid;
       const first = await backend();
-      await query('table', 'CREATE TABLE k (id int PRIMARY KEY, v int)', [], { planEachTime: true });
+      await query('table', 'CREATE TABLE k (id int PRIMARY KEY, v int)', [], {
+        planEachTime: true,
+      });
       await query('insert', 'INSERT INTO k VALUES ($1, 1)', [1]);
       // A key taken (what two requests racing one Idempotency-Key meet), and a statement that
       // fails as it runs, once prepared: both keep their connection and its statements.
@@ -215,10 +217,9 @@ if (POSTGRES_SKIP) {
 
       // A refusal inside a transaction left open (a text of several statements) leaves the
       // connection in that failed transaction: dropped, though the refusal is one it keeps.
-      await assert.rejects(
-        query('open', 'BEGIN; SELECT 1 / 0', [], { planEachTime: true }),
-        { code: '22012' },
-      );
+      await assert.rejects(query('open', 'BEGIN; SELECT 1 / 0', [], { planEachTime: true }), {
+        code: '22012',
+      });
       assert.deepEqual((await read()).rows, [{ v: '1' }]);
       assert.equal(connections, 3);
 
