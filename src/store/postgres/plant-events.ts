@@ -159,10 +159,14 @@ class Watermark {
 
   advance(): Promise<void> {
     if (this.running === undefined) return this.run();
-    this.next ??= this.running.then(() => {
+    // After the look that runs, failed or not: the calls that share the next one get its own
+    // answer. Chained on success only, one failed look (a pool wait timed out) left `next`
+    // rejected for good, and every later call during a look failed with it.
+    const after = () => {
       this.next = undefined;
       return this.run();
-    });
+    };
+    this.next ??= this.running.then(after, after);
     return this.next;
   }
 
