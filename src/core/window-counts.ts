@@ -22,6 +22,8 @@ export interface Reservation<K> {
   readonly key: K;
   /** Start of that window, Unix seconds. */
   readonly windowStart: number;
+  /** Held in the count of the keys that found no room (see MAX_KEYS). */
+  readonly overflow?: true;
 }
 
 /** Counts taken out by `drain`, on their way to the shared store. */
@@ -40,11 +42,15 @@ export interface SharedTotal {
 
 /**
  * Keys one policy tracks in a process before it forgets one: the oldest key that has
- * neither used up its quota nor holds a reservation.
+ * neither used up its quota nor holds a reservation. When none of the oldest may be
+ * forgotten (a flood of new addresses, each using up a small quota), a new key is counted
+ * in one count shared by every key that found no room, under the same quota, until the
+ * window ends: the table never holds more, and a flood of new keys runs that shared count
+ * out at once instead of growing the process (bench/HISTORY.md).
  */
 export const MAX_KEYS = 100_000;
 
-/** Oldest keys looked at for one that may be forgotten (see evictOne). */
+/** Keys looked at, oldest first, for one that may be forgotten (see evictOne). */
 const EVICTION_SCAN = 16;
 
 /**
@@ -68,6 +74,14 @@ const EVICTION_SCAN = 16;
 export class WindowCounts<K extends string | number> {
   private readonly entries = new Map<K, Entry>();
   private readonly inFlight = new Map<string, Entry>();
+  /**
+   * Where evictOne goes on from: a Map's iterator follows deletions and additions, so the
+   * oldest keys are walked once, not from the table's start each time (after many
+   * deletions, V8 walks their empty slots first: 1.7 ms a new key, bench/HISTORY.md).
+   */
+  private cursor: ReturnType<Map<K, Entry>['entries']> | undefined;
+  /** The count of the keys that found no room; never shared with other processes. */
+  private readonly overflow: Entry = { start: 0, local: 0, flushing: 0, shared: 0, reserved: 0 };
 
   constructor(
     readonly policy: RateLimitPolicy,
@@ -106,7 +120,9 @@ export class WindowCounts<K extends string | number> {
     const entry = this.current(key, nowMs);
     if (usedBy(entry) >= this.policy.quota) return undefined;
     entry.reserved += 1;
-    return { key, windowStart: entry.start };
+    return entry === this.overflow
+      ? { key, windowStart: entry.start, overflow: true }
+      : { key, windowStart: entry.start };
   }
 
   /**
@@ -130,7 +146,8 @@ export class WindowCounts<K extends string | number> {
 
   /** What is left for `key` in the current window, without counting anything. */
   remaining(key: K, nowMs: number): number {
-    const entry = this.entries.get(key);
+    const entry =
+      this.entries.get(key) ?? (this.entries.size >= this.maxKeys ? this.overflow : undefined);
     if (entry === undefined || entry.start !== windowStart(nowMs, this.policy.windowSeconds)) {
       return this.policy.quota;
     }
@@ -198,23 +215,30 @@ export class WindowCounts<K extends string | number> {
    * that is the key the limit is for, and forgetting it would let a client that floods the
    * map with new keys (addresses) clear its own count. Nor one holding reservations: they
    * would be lost, and their `release` would free slots of the key's next entry. Such a key
-   * moves to the back; after a few of them the map grows by one instead (only exhausted keys,
-   * each a quota's worth of requests, and keys with events in flight can make it grow).
+   * is passed over; false when the EVICTION_SCAN keys looked at were all such keys.
    */
-  private evictOne(start: number): void {
+  private evictOne(start: number): boolean {
     for (let scanned = 0; scanned < EVICTION_SCAN; scanned++) {
-      const [oldest, entry] = this.entries.entries().next().value!;
-      this.entries.delete(oldest);
+      let next = this.cursor?.next();
+      if (next === undefined || next.done === true) {
+        this.cursor = this.entries.entries();
+        next = this.cursor.next();
+        if (next.done === true) return false;
+      }
+      const [oldest, entry] = next.value;
       const kept =
         entry.start === start && (entry.reserved > 0 || usedBy(entry) >= this.policy.quota);
-      if (!kept) return;
-      this.entries.set(oldest, entry);
+      if (!kept) {
+        this.entries.delete(oldest);
+        return true;
+      }
     }
+    return false;
   }
 
   /** The entry a reservation is held in, if its window is still the entry's. */
   private held(reservation: Reservation<K>): Entry | undefined {
-    const entry = this.entries.get(reservation.key);
+    const entry = reservation.overflow === true ? this.overflow : this.entries.get(reservation.key);
     return entry !== undefined && entry.start === reservation.windowStart && entry.reserved > 0
       ? entry
       : undefined;
@@ -222,12 +246,15 @@ export class WindowCounts<K extends string | number> {
 
   private current(key: K, nowMs: number): Entry {
     const start = windowStart(nowMs, this.policy.windowSeconds);
-    const entry = this.entries.get(key);
+    let entry = this.entries.get(key);
     if (entry === undefined) {
-      if (this.entries.size >= this.maxKeys) this.evictOne(start);
-      const created = { start, local: 0, flushing: 0, shared: 0, reserved: 0 };
-      this.entries.set(key, created);
-      return created;
+      if (this.entries.size >= this.maxKeys && !this.evictOne(start)) {
+        entry = this.overflow;
+      } else {
+        const created = { start, local: 0, flushing: 0, shared: 0, reserved: 0 };
+        this.entries.set(key, created);
+        return created;
+      }
     }
     if (entry.start !== start) {
       // A new window: whatever was counted, or is on its way, belongs to the last one.

@@ -129,10 +129,55 @@ describe('WindowCounts', () => {
     for (let key = 100; key < 200; key++) counts.take(key, T0);
     assert.equal(counts.take(1, T0), -1);
     assert.equal(counts.remaining(1, T0), 0);
-    assert.ok(counts.size <= 5, `${counts.size}`);
+    assert.ok(counts.size <= 4, `${counts.size}`);
     // In the next window it is a key like any other.
     for (let key = 200; key < 300; key++) counts.take(key, T0 + 60_000);
     assert.equal(counts.remaining(1, T0 + 60_000), 3);
+  });
+
+  it('full of keys that may not be forgotten, counts new keys in one shared count: it never grows', () => {
+    // A small quota and a flood of new addresses, each using it up (--auth-failure-limit 1/1d
+    // behind a proxy that passes any X-Forwarded-For): each would otherwise stay a day.
+    const counts = new WindowCounts<number>({ ...POLICY, quota: 2 }, 4);
+    for (let key = 1; key <= 4; key++) {
+      counts.take(key, T0);
+      counts.take(key, T0);
+    }
+    assert.equal(counts.take(100, T0), 1, 'the shared count takes the first new key');
+    assert.equal(counts.take(101, T0), 0);
+    assert.equal(counts.take(102, T0), -1, 'and runs out for every other');
+    assert.equal(counts.remaining(103, T0), 0);
+    for (let key = 200; key < 10_000; key++) assert.equal(counts.take(key, T0), -1);
+    assert.equal(counts.size, 4);
+    // The keys it holds still count as their own, and were not cleared by the flood.
+    assert.equal(counts.take(1, T0), -1);
+    // A reservation in the shared count is given back there.
+    const held = counts.reserve(300, T0 + 30_000);
+    assert.equal(held, undefined, 'used up');
+    // In the next window, new keys find room again and the shared count starts over.
+    assert.equal(counts.take(500, T0 + 60_000), 1);
+    assert.equal(counts.take(1, T0 + 60_000), 1);
+  });
+
+  it('a reservation in the shared count is released and confirmed there', () => {
+    const counts = new WindowCounts<number>({ ...POLICY, quota: 2 }, 2);
+    for (const key of [1, 2]) {
+      counts.take(key, T0);
+      counts.take(key, T0);
+    }
+    const held = counts.reserve(100, T0)!;
+    assert.equal(held.overflow, true);
+    assert.equal(counts.remaining(101, T0), 1);
+    counts.release(held);
+    assert.equal(counts.remaining(101, T0), 2);
+    const again = counts.reserve(101, T0)!;
+    assert.equal(counts.confirm(again, T0), 1);
+    assert.equal(counts.size, 2);
+    assert.deepEqual(
+      counts.drain(T0).map((pending) => pending.subject),
+      ['1', '2'],
+      'the shared count stays in this process',
+    );
   });
 
   it('prune forgets keys of ended windows', () => {
