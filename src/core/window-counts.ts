@@ -78,6 +78,8 @@ export class WindowCounts<K extends string | number> {
    * Where evictOne goes on from: a Map's iterator follows deletions and additions, so the
    * oldest keys are walked once, not from the table's start each time (after many
    * deletions, V8 walks their empty slots first: 1.7 ms a new key, bench/HISTORY.md).
+   * Dropped by each drain and prune (every sync round): the keys it passed over, kept then,
+   * may be forgettable since, and an iterator holds the table it started on in memory.
    */
   private cursor: ReturnType<Map<K, Entry>['entries']> | undefined;
   /** The count of the keys that found no room; never shared with other processes. */
@@ -167,6 +169,7 @@ export class WindowCounts<K extends string | number> {
     const start = windowStart(nowMs, this.policy.windowSeconds);
     const pending: PendingCount[] = [];
     this.inFlight.clear();
+    this.cursor = undefined;
     for (const [key, entry] of this.entries) {
       if (entry.start !== start) {
         this.entries.delete(key);
@@ -204,6 +207,7 @@ export class WindowCounts<K extends string | number> {
 
   /** Forgets keys whose window has ended (what `drain` does when counts are not shared). */
   prune(nowMs: number): void {
+    this.cursor = undefined;
     const start = windowStart(nowMs, this.policy.windowSeconds);
     for (const [key, entry] of this.entries) {
       if (entry.start !== start && entry.flushing === 0) this.entries.delete(key);

@@ -151,12 +151,33 @@ describe('WindowCounts', () => {
     assert.equal(counts.size, 4);
     // The keys it holds still count as their own, and were not cleared by the flood.
     assert.equal(counts.take(1, T0), -1);
-    // A reservation in the shared count is given back there.
-    const held = counts.reserve(300, T0 + 30_000);
-    assert.equal(held, undefined, 'used up');
+    // The shared count is used up: a new key cannot even hold a slot in it.
+    assert.equal(counts.reserve(300, T0 + 30_000), undefined);
     // In the next window, new keys find room again and the shared count starts over.
     assert.equal(counts.take(500, T0 + 60_000), 1);
     assert.equal(counts.take(1, T0 + 60_000), 1);
+  });
+
+  it('after a sync round, looks again at keys it passed over while they were kept', () => {
+    // Keys passed over while their lookups were in flight are forgettable once released:
+    // eviction must come back to them, not take the newest key again and again (which
+    // would let two addresses take turns past the limit).
+    const counts = new WindowCounts<string>(POLICY, 4);
+    const held = ['a', 'b', 'c'].map((key) => counts.reserve(key, T0)!);
+    counts.add('d', T0);
+    counts.add('e', T0);
+    for (const reservation of held) counts.release(reservation);
+    counts.prune(T0);
+    let refused = 0;
+    for (let i = 0; i < 100; i++) {
+      for (const key of ['x', 'y']) {
+        const slot = counts.reserve(key, T0);
+        if (slot === undefined) refused += 1;
+        else counts.confirm(slot, T0);
+      }
+    }
+    assert.equal(refused, 200 - 2 * POLICY.quota);
+    assert.equal(counts.size, 4);
   });
 
   it('a reservation in the shared count is released and confirmed there', () => {
