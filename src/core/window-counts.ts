@@ -252,13 +252,12 @@ export class WindowCounts<K extends string | number> {
     const start = windowStart(nowMs, this.policy.windowSeconds);
     let entry = this.entries.get(key);
     if (entry === undefined) {
-      if (this.entries.size >= this.maxKeys && !this.evictOne(start)) {
-        entry = this.overflow;
-      } else {
+      if (this.entries.size < this.maxKeys || this.evictOne(start)) {
         const created = { start, local: 0, flushing: 0, shared: 0, reserved: 0 };
         this.entries.set(key, created);
         return created;
       }
+      entry = this.overflow;
     }
     if (entry.start !== start) {
       // A new window: whatever was counted, or is on its way, belongs to the last one.

@@ -138,11 +138,11 @@ function giveBackWhenReady(
 
 /**
  * pool.query, with the read timeout above: a connection of the pool runs the statement, and
- * is given back, or dropped by the pool if the statement failed, unless the server refused it
- * on its merits (REFUSED_STATEMENT). pg's
- * own `query_timeout` did this until 2026-11-29: with it, each statement's rows lived on
- * through the young generation's collections and were promoted to the old one, which cost a
- * 100-plant page 15% more instructions in the store (bench/HISTORY.md); this does not.
+ * is given back, or dropped by the pool if the statement failed, unless the server refused
+ * it on its merits (REFUSED_STATEMENT). pg's own `query_timeout` kept the read timeout until
+ * 2026-11-29: with it, each statement's rows lived on through the young generation's
+ * collections and were promoted to the old one, which cost a 100-plant page 15% more
+ * instructions in the store (bench/HISTORY.md); this does not.
  */
 function run<R extends pg.QueryResultRow>(
   pool: pg.Pool,
