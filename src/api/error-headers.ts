@@ -36,6 +36,8 @@ export const ERROR_HEADERS: Partial<Record<ErrorName, readonly ErrorHeader[]>> =
   idempotencyKeyInFlight: [always('Retry-After', '1')],
   tokenRateLimited: [always('Retry-After')],
   authFailureRateLimited: [always('Retry-After')],
+  tokenBusy: [always('Retry-After', '1')],
+  tokenChecksBusy: [always('Retry-After', '1')],
   storeUnavailable: [always('Retry-After', '1')],
   tooManyEventStreams: [always('Retry-After', '5')],
 };

@@ -82,6 +82,8 @@ export function errorsOf(op: OperationSpec): ErrorName[] {
     names.push('missingCredentials', 'invalidToken', 'insufficientScope', 'storeUnavailable');
     // Rate limits apply where a token is asked for (see http/rate-limit.ts).
     names.push('tokenRateLimited', 'authFailureRateLimited');
+    // So do the places of requests in flight: per token, and for checks of unseen tokens.
+    names.push('tokenBusy', 'tokenChecksBusy');
   }
   if (op.conditional) names.push('malformedPrecondition', 'preconditionFailed');
   if (op.idempotent) {

@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import type { CorsOrigins } from '../api/cors-origins.js';
 import { DEFAULT_RATE_LIMITS, type RateLimit } from '../core/rate-limit.js';
-import { MAX_CONNECTIONS } from '../api/limits.js';
 import type { ProcessControl } from '../server/process-control.js';
 import type { Durability } from '../store/store.js';
 import {
@@ -28,6 +27,7 @@ import {
   UsageError,
 } from './options.js';
 import { usageErrorsOf } from './usage-errors.js';
+import { inFlightPerTokenOption, maxConnectionsOption } from './limit-options.js';
 import { auditCommand } from './audit-command.js';
 import {
   defaultMaxEventStreams,
@@ -50,6 +50,7 @@ interface ServeCommandOptions extends DatabaseOptions, TimeoutOptions, WebhookCo
   poolSize?: number;
   workers: number;
   maxConnections: number;
+  inFlightPerToken: number;
   corsOrigins?: CorsOrigins;
   /** false: off. */
   rateLimit: RateLimit | false;
@@ -100,15 +101,8 @@ function program(): Command {
         .env('PLANTSTORE_POOL_SIZE')
         .argParser(positiveInteger('connections', 1000)),
     )
-    .addOption(
-      new Option(
-        '--max-connections <n>',
-        'open connections per process; past it a new one replaces an idle or stalled one, or is closed',
-      )
-        .env('PLANTSTORE_MAX_CONNECTIONS')
-        .default(MAX_CONNECTIONS)
-        .argParser(positiveInteger('connections', 1_000_000)),
-    )
+    .addOption(maxConnectionsOption())
+    .addOption(inFlightPerTokenOption())
     .addOption(requestTimeoutOption())
     .addOption(headersTimeoutOption())
     .addOption(keepAliveTimeoutOption())
@@ -230,6 +224,7 @@ function program(): Command {
           databaseName: databaseName(options, command),
           logLevel: options.logLevel,
           maxConnections: options.maxConnections,
+          inFlightPerToken: options.inFlightPerToken,
           ...timeouts,
           ...(options.corsOrigins !== undefined && { corsOrigins: options.corsOrigins }),
           rateLimits: {

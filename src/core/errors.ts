@@ -91,12 +91,22 @@ export const errorCatalogue = {
     code: 42902,
     message: 'Too many failed authentications from this address; see Retry-After.',
   },
+  tokenBusy: {
+    code: 42903,
+    message:
+      'The access token has as many requests in flight as it may have at once; retry once one is answered.',
+  },
   headersTooLarge: { code: 43101, message: 'The request header fields are too large.' },
   internal: { code: 50001, message: 'An unexpected error occurred.' },
   storeUnavailable: { code: 50301, message: 'The database is unavailable.' },
   tooManyEventStreams: {
     code: 50302,
     message: 'This server has as many event streams open as it allows; retry later (Retry-After).',
+  },
+  tokenChecksBusy: {
+    code: 50303,
+    message:
+      'The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).',
   },
   httpVersionNotSupported: {
     code: 50501,

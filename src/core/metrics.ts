@@ -6,7 +6,10 @@
 export interface Metrics {
   /** An answered request: its route template (`/plants/{id}`), method, status, seconds. */
   request(route: string, method: string, status: number, seconds: number): void;
-  /** A request refused by a rate limit, by the limit's policy name (`token`, `failed-auth`). */
+  /**
+   * A request refused by a rate limit, by the limit's policy name (`token`, `failed-auth`), or
+   * `in-flight` for one refused for its token's requests in flight.
+   */
   rateLimited(policy: string): void;
   /**
    * A database statement, by its name (`plants.get`), and how it ended: `ok`, `error`, or

@@ -60,3 +60,11 @@ export function parseDuration(text: string): number {
   if (ms > 100 * 365 * UNIT_MS.d) throw new Error(`"${text}" is longer than 100 years`);
   return ms;
 }
+
+/**
+ * Lookups in flight at once past which a token this process has not seen is not looked up
+ * (TokenService.mayCheck). Tokens it has seen are looked up regardless: a flood of guesses then delays
+ * only clients that are new to the process, never the store's other queries by much (a
+ * lookup is one indexed read; the PostgreSQL pool has 10 connections by default).
+ */
+export const UNSEEN_TOKEN_LOOKUPS_MAX = 64;

@@ -21,6 +21,7 @@ import {
   HEADER_SECTION_LIMIT,
   HEADERS_TIMEOUT_MS,
   IN_FLIGHT_PER_CONNECTION,
+  IN_FLIGHT_PER_TOKEN,
   KEEP_ALIVE_TIMEOUT_MS,
   MAX_CONNECTIONS,
   PIPELINED_PER_CONNECTION,
@@ -32,6 +33,7 @@ import { ConnectionGuard } from './connections.js';
 import { clientErrorHandler } from './errors/raw-errors.js';
 import { endJsonBodiesWithNewline, withFinalNewline } from './hooks/json-newline.js';
 import { installRequestChecks } from './hooks/checks.js';
+import { TokenRequests } from './hooks/in-flight.js';
 import { rateLimits } from './hooks/rate-limit.js';
 import { lazyChildLogger, RequestLog, type RequestLineWriter } from './hooks/request-log.js';
 import { SECURITY_HEADERS } from '../api/security-headers.js';
@@ -69,6 +71,8 @@ export interface AppOptions extends AppServices {
   corsOrigins?: CorsOrigins;
   /** Overrides MAX_CONNECTIONS. */
   maxConnections?: number;
+  /** Overrides IN_FLIGHT_PER_TOKEN. */
+  inFlightPerToken?: number;
   /**
    * Proxies (addresses, CIDR ranges, `loopback`, ...) whose X-Forwarded-For names the
    * client address; false (the default) takes the address of the connection.
@@ -122,6 +126,7 @@ export function buildApp({
   keepAliveTimeoutMs = KEEP_ALIVE_TIMEOUT_MS,
   sendTimeoutMs = SEND_TIMEOUT_MS,
   maxConnections = MAX_CONNECTIONS,
+  inFlightPerToken = IN_FLIGHT_PER_TOKEN,
   corsOrigins,
   trustProxy = false,
   now,
@@ -191,13 +196,19 @@ export function buildApp({
     done();
   });
   app.decorateRequest('token', null);
+  app.decorateRequest('inFlight', null);
   app.decorateRequest('routeConfig', null);
   app.setValidatorCompiler(validatorCompiler);
   registerJsonParsers(app);
   endJsonBodiesWithNewline(app);
   installErrorHandling(app);
 
-  installRequestChecks(app, authenticate(tokens, rateLimits(rateLimitCounts, now)), cors);
+  const credentials = authenticate(
+    tokens,
+    rateLimits(rateLimitCounts, now),
+    new TokenRequests(inFlightPerToken),
+  );
+  installRequestChecks(app, credentials, cors);
 
   plantRoutes(app, plants);
   webhookRoutes(app, webhooks);

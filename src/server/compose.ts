@@ -25,6 +25,8 @@ export interface ComposeOptions extends Omit<AppOptions, keyof AppServices> {
   webhookMaxEndpoints?: number;
   /** The changes feed's bounds: streams at once, the heartbeat (tests shorten it). */
   events?: Omit<EventFeedOptions, 'log'>;
+  /** Overrides UNSEEN_TOKEN_LOOKUPS_MAX (tests). */
+  unseenTokenLookupsMax?: number;
 }
 
 /**
@@ -50,6 +52,7 @@ export function composeApp({
   webhookDestinations = destinationCheck(new AddressPolicy(), systemResolve),
   webhookMaxEndpoints,
   events: eventOptions,
+  unseenTokenLookupsMax,
   ...options
 }: ComposeOptions): FastifyInstance {
   // Nothing logs while the app is being built, so `app` is set before the first line.
@@ -62,7 +65,11 @@ export function composeApp({
   const app = buildApp({
     ...options,
     plants: new PlantService(store.plants, store.idempotency, { ...clock, log }),
-    tokens: new TokenService(store.tokens, { ...clock, log }),
+    tokens: new TokenService(store.tokens, {
+      ...clock,
+      log,
+      ...(unseenTokenLookupsMax !== undefined && { unseenLookupsMax: unseenTokenLookupsMax }),
+    }),
     webhooks: new WebhookService(store.webhooks, {
       ...clock,
       checkDestination: webhookDestinations,

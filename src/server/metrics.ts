@@ -59,7 +59,7 @@ export function prometheusMetrics(registry: client.Registry, sources: MetricSour
   );
   const refusals = new client.Counter({
     name: 'plantstore_rate_limit_refusals_total',
-    help: 'Requests answered 429 by a rate limit, by its policy name (token, failed-auth).',
+    help: 'Requests answered 429 by a rate limit, by its policy name (token, failed-auth), or in-flight for a token with as many requests in flight as it may have.',
     labelNames: ['policy'] as const,
     registers,
   });

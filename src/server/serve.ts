@@ -21,6 +21,7 @@ import { pinoRequestLine } from './request-line.js';
 export type EdgeOptions = Pick<
   ComposeOptions,
   | 'maxConnections'
+  | 'inFlightPerToken'
   | 'requestTimeoutMs'
   | 'headersTimeoutMs'
   | 'keepAliveTimeoutMs'

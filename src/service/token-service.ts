@@ -1,6 +1,12 @@
 import { type Log, silentLog } from '../core/log.js';
 import type { Scope } from '../core/scopes.js';
-import { generateToken, hashToken, isTokenUsable, type TokenRecord } from '../core/tokens.js';
+import {
+  generateToken,
+  hashToken,
+  isTokenUsable,
+  type TokenRecord,
+  UNSEEN_TOKEN_LOOKUPS_MAX,
+} from '../core/tokens.js';
 import type { RevokeOutcome, TokenStore } from '../store/store.js';
 
 /** How stale "last used" may be: recording every use would turn each read into a write. */
@@ -30,6 +36,8 @@ export interface TokenServiceOptions {
   /** Dates tokens, checks their expiry and ages the cache; the wall clock by default. */
   now?: () => Date;
   log?: Log;
+  /** Overrides UNSEEN_TOKEN_LOOKUPS_MAX (tests). */
+  unseenLookupsMax?: number;
 }
 
 /** Issues, checks and revokes access tokens. */
@@ -45,13 +53,19 @@ export class TokenService {
   private revocations = 0;
   private readonly now: () => Date;
   private readonly log: Log;
+  private readonly unseenLookupsMax: number;
 
   constructor(
     private readonly store: TokenStore,
-    { now = () => new Date(), log = silentLog }: TokenServiceOptions = {},
+    {
+      now = () => new Date(),
+      log = silentLog,
+      unseenLookupsMax = UNSEEN_TOKEN_LOOKUPS_MAX,
+    }: TokenServiceOptions = {},
   ) {
     this.now = now;
     this.log = log;
+    this.unseenLookupsMax = unseenLookupsMax;
   }
 
   /** Returns the token itself, which is never stored and cannot be shown again. */
@@ -107,6 +121,19 @@ export class TokenService {
   knownValid(token: string): boolean {
     const cached = this.cache.get(token);
     return cached !== undefined && isTokenUsable(cached.record, this.now());
+  }
+
+  /**
+   * Whether `authenticate` may check `token` now: always for a token in the cache (fresh or
+   * due again) or already being looked up, which starts no new lookup; for another, only
+   * while fewer than UNSEEN_TOKEN_LOOKUPS_MAX lookups are in flight.
+   */
+  mayCheck(token: string): boolean {
+    return (
+      this.inFlight.size < this.unseenLookupsMax ||
+      this.cache.has(token) ||
+      this.inFlight.has(token)
+    );
   }
 
   /**

@@ -51,7 +51,12 @@ async function loggedApp(
     maxEventStreams,
     wrap = (store) => store,
     ...options
-  }: { trustProxy?: string; maxEventStreams?: number; wrap?: (store: Store) => Store } = {},
+  }: {
+    trustProxy?: string;
+    maxEventStreams?: number;
+    unseenTokenLookupsMax?: number;
+    wrap?: (store: Store) => Store;
+  } = {},
 ): Promise<Logged> {
   const store = openSqliteStore({ file: join(makeTempDir(t), 'log.db') });
   const chunks: string[] = [];
@@ -226,6 +231,20 @@ test('a 503 past the event streams limit is its request line alone, at info', as
     method: 'GET',
     route: '/events',
     url: '/events?wait=1s',
+    status: 503,
+  });
+  assert.equal(line.level, 30, 'a stated limit, as a 429 is: no error line, no stack');
+});
+
+test('a 503 for lookups of unseen tokens at their limit is its request line alone, at info', async (t) => {
+  // No lookup may start: every token the process has not verified is refused at once.
+  const app = await loggedApp(t, { unseenTokenLookupsMax: 0 });
+  const headers = { authorization: 'Bearer pst_unseen' };
+  const refused = await logged(app, { method: 'GET', url: '/plants', headers });
+  const line = assertOneLine(refused.added, refused.res, {
+    method: 'GET',
+    route: '/plants',
+    url: '/plants',
     status: 503,
   });
   assert.equal(line.level, 30, 'a stated limit, as a 429 is: no error line, no stack');

@@ -58,6 +58,8 @@ if (POSTGRES_SKIP) {
           store,
           rateLimits: { perToken: null, authFailures: { quota: 100, windowSeconds: 86_400 } },
           now,
+          // All 300 lookups run, so that the failed-authentication limit is what holds them.
+          unseenTokenLookupsMax: 1_000,
         });
         t.after(async () => {
           await app.close();

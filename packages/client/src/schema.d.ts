@@ -561,10 +561,12 @@ export interface components {
         | 42201
         | 42901
         | 42902
+        | 42903
         | 43101
         | 50001
         | 50301
         | 50302
+        | 50303
         | 50501;
       /** @description What went wrong, for people. */
       message: string;
@@ -863,6 +865,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -912,6 +915,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -1120,6 +1124,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -1169,6 +1174,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -1461,6 +1467,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -1510,6 +1517,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -1674,6 +1682,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -1723,6 +1732,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -2062,6 +2072,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -2111,6 +2122,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -2243,6 +2255,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -2292,6 +2305,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -2474,6 +2488,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -2523,6 +2538,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -2799,6 +2815,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -2848,6 +2865,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -2992,6 +3010,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -3041,6 +3060,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -3360,6 +3380,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -3409,6 +3430,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -3555,6 +3577,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -3604,6 +3627,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -3891,6 +3915,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -3940,6 +3965,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -4220,6 +4246,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -4269,6 +4296,7 @@ export interface operations {
        * @description Error. `error` is one of:
        *
        *     - `50301` The database is unavailable.
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {
@@ -4561,6 +4589,7 @@ export interface operations {
        *
        *     - `42901` The access token has used up its rate limit; see Retry-After.
        *     - `42902` Too many failed authentications from this address; see Retry-After.
+       *     - `42903` The access token has as many requests in flight as it may have at once; retry once one is answered.
        */
       429: {
         headers: {
@@ -4611,6 +4640,7 @@ export interface operations {
        *
        *     - `50301` The database is unavailable.
        *     - `50302` This server has as many event streams open as it allows; retry later (Retry-After).
+       *     - `50303` The server is checking as many access tokens it has not seen yet as it can at once; retry shortly (Retry-After).
        */
       503: {
         headers: {

@@ -56,7 +56,7 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
  * line records them). Logged as errors, one client's reconnects wrote thousands of lines with
  * a stack each.
  */
-const STATED_LIMITS = new Set<ErrorName>(['tooManyEventStreams']);
+const STATED_LIMITS = new Set<ErrorName>(['tooManyEventStreams', 'tokenChecksBusy']);
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {

@@ -4,6 +4,7 @@ import type { Scope } from '../../core/scopes.js';
 import { parseBearer, type TokenRecord } from '../../core/tokens.js';
 import type { TokenService } from '../../service/token-service.js';
 import type { OperationSpec } from '../../api/operation.js';
+import type { TokenRequests } from './in-flight.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -54,10 +55,10 @@ export interface AuthAttempt {
  * Checks credentials before the body is read, so a request without valid credentials is
  * refused before any of its input is looked at (docs/decisions.md §3). With rate
  * limits: the address's failed-authentication limit comes first (before any token
- * lookup), unless the token is one this process has verified; then the token's own
- * limit applies, before its scope.
+ * lookup), unless the token is one this process has verified; then the token's requests
+ * in flight (`requests`), then its own rate limit, before its scope.
  */
-export function authenticate(tokens: TokenService, limits?: AuthLimits) {
+export function authenticate(tokens: TokenService, limits?: AuthLimits, requests?: TokenRequests) {
   const failures = limits?.failures;
   return (
     request: FastifyRequest,
@@ -69,7 +70,9 @@ export function authenticate(tokens: TokenService, limits?: AuthLimits) {
     const token = parseBearer(request.headers.authorization);
     // A token the cache vouches for is known valid: no failure to hold, no lookup.
     const fresh = token === undefined ? undefined : tokens.fresh(token);
-    if (fresh !== undefined) return verdict(fresh, scope, request, reply, limits, undefined);
+    if (fresh !== undefined) {
+      return verdict(fresh, scope, request, reply, limits, requests, undefined);
+    }
     // A failure is held before the lookup, not counted after it: lookups run concurrently,
     // and would all pass the check before the first of them failed. A token this process
     // has verified holds nothing (the hot path, and a client behind a blocked address
@@ -86,10 +89,16 @@ export function authenticate(tokens: TokenService, limits?: AuthLimits) {
         ...attempt?.failed(),
       });
     }
+    // Lookups of tokens this process does not know share a few places, so that guesses
+    // from many addresses cannot fill the database pool ahead of everyone else's requests.
+    if (!tokens.mayCheck(token)) {
+      attempt?.release();
+      return new ApiError('tokenChecksBusy');
+    }
     const record = tokens.authenticate(token);
     if (record instanceof Promise) {
       return record.then(
-        (r) => verdict(r, scope, request, reply, limits, attempt),
+        (r) => verdict(r, scope, request, reply, limits, requests, attempt),
         // The database did not answer (503): that is no failed authentication.
         (error: unknown) => {
           attempt?.release();
@@ -97,7 +106,7 @@ export function authenticate(tokens: TokenService, limits?: AuthLimits) {
         },
       );
     }
-    return verdict(record, scope, request, reply, limits, attempt);
+    return verdict(record, scope, request, reply, limits, requests, attempt);
   };
 }
 
@@ -107,6 +116,7 @@ function verdict(
   request: FastifyRequest,
   reply: FastifyReply,
   limits: AuthLimits | undefined,
+  requests: TokenRequests | undefined,
   attempt: AuthAttempt | undefined,
 ): ApiError | undefined {
   if (record === undefined) {
@@ -118,6 +128,20 @@ function verdict(
   attempt?.release();
   // Set before the checks below, so that the log line of a 429 or 403 names the token too.
   request.token = record;
+  // A client that left while its token was looked up takes no place: no close would come
+  // to give it back. (Its handler, if Fastify still runs it, runs uncounted: at most one
+  // such request per token every cache period, since a cached token is checked at once.)
+  if (requests !== undefined && !reply.raw.destroyed) {
+    const place = requests.take(record.id);
+    if (place === undefined) {
+      return new ApiError(
+        'tokenBusy',
+        `This access token has ${requests.limit} requests in flight, as many as it may have at once; retry once one is answered.`,
+      );
+    }
+    request.inFlight = place;
+    reply.raw.on('close', place.closed);
+  }
   const limited = limits?.admit(record, reply);
   if (limited !== undefined) return limited;
   if (!record.scopes.includes(scope)) {

@@ -77,9 +77,10 @@ export class RequestLog extends LogController {
     // Paths that match no route are one label, not one per path a scanner tries.
     this.metrics.request(route ?? 'unmatched', request.method, status, reply.elapsedTime / 1000);
     if (status !== 429) return;
-    // The limit that refused is the one its RateLimit-Policy field names.
+    // The limit that refused is the one its RateLimit-Policy field names; the only 429
+    // without one is the token's requests in flight (42903), checked before its rate limit.
     const policy = /^"([^"]*)"/.exec(String(reply.getHeader('ratelimit-policy') ?? ''));
-    if (policy !== null) this.metrics.rateLimited(policy[1]!);
+    this.metrics.rateLimited(policy === null ? 'in-flight' : policy[1]!);
   }
 }
 

@@ -9,6 +9,7 @@ import type { TokenService } from '../../service/token-service.js';
 import { parseBearer } from '../../core/tokens.js';
 import { eventStream } from './event-stream.js';
 import { tokenOf } from '../hooks/auth.js';
+import { leaveInFlight } from '../hooks/in-flight.js';
 import { route } from './route.js';
 
 /**
@@ -64,6 +65,8 @@ async function longPoll(
   const abort = () => stop.abort();
   // Its slot taken by another token's stream, it answers what it has now.
   const release = feed.admit(tokenOf(request).id, abort);
+  // Waiting holds a stream slot, not a place among the token's requests in flight.
+  leaveInFlight(request);
   reply.raw.once('close', abort);
   try {
     if (!(await feed.waitBeyond(page.next, ms, stop.signal))) {
@@ -99,6 +102,8 @@ async function stream(
   const release = gone.signal.aborted
     ? () => undefined
     : feed.admit(tokenOf(request).id, () => gone.abort());
+  // An open stream holds a stream slot, not a place among the token's requests in flight.
+  leaveInFlight(request);
   try {
     // The token the request came with, checked again while the stream is open; a failed
     // lookup (the database unreachable) keeps the stream, as it keeps a token in the cache.

@@ -2,6 +2,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorsByStatus, type OperationSpec } from '../../api/operation.js';
 import { ErrorSchema } from '../../api/schemas.js';
+import { holdingPlace } from '../hooks/in-flight.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -72,7 +73,12 @@ export function route<
     // A handler that has answered synchronously returns undefined: Fastify then waits on
     // nothing, where a promise (or the reply, a thenable) costs microtasks after the send.
     // One that returns undefined without having sent leaves its request hanging.
-    handler: handler as (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+    // The token's place among its requests in flight is kept until the handler is done,
+    // even when its client has gone (see hooks/in-flight.ts).
+    handler: holdingPlace(handler) as (
+      request: FastifyRequest,
+      reply: FastifyReply,
+    ) => Promise<unknown>,
   });
 }
 
