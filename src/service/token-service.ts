@@ -42,6 +42,7 @@ export interface TokenServiceOptions {
 
 /** Issues, checks and revokes access tokens. */
 export class TokenService {
+  /** When this process last saved each token's "last used" date, for the last minute. */
   private readonly lastTouched = new Map<number, number>();
   /**
    * Keyed by the token itself, not its hash: a cache hit then costs a map lookup instead
@@ -177,7 +178,17 @@ export class TokenService {
 
   private touched(record: TokenRecord, now: Date): TokenRecord | undefined {
     if (usable(record, now) === undefined) return undefined;
-    this.lastTouched.set(record.id, now.getTime());
+    const nowMs = now.getTime();
+    // Kept in the order of the touches (deleted, then set at the end), so that the entries
+    // past the resolution, which decide nothing any more (touchDue holds for them either
+    // way), leave from the front: one entry per token used in the last minute, not per
+    // token ever used.
+    this.lastTouched.delete(record.id);
+    this.lastTouched.set(record.id, nowMs);
+    for (const [id, at] of this.lastTouched) {
+      if (nowMs - at < LAST_USED_RESOLUTION_MS) break;
+      this.lastTouched.delete(id);
+    }
     // Best effort, off the request's path: a slow or unreachable database must neither
     // fail nor delay a request over a "last used" date.
     void this.store.touch(record.id, now).catch((error: unknown) => {

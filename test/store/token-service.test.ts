@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { TOKEN_CACHE_TTL_MS, TokenService } from '../../src/service/token-service.js';
+import {
+  LAST_USED_RESOLUTION_MS,
+  TOKEN_CACHE_TTL_MS,
+  TokenService,
+} from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import { makeTempDir } from '../helpers/setup.js';
 
@@ -122,4 +126,37 @@ test('a lookup that raced a revocation through the service is not cached', async
   held = false;
   await first;
   assert.equal(await tokens.authenticate(token), undefined, 'revoked from the next request');
+});
+
+test('"last used" bookkeeping keeps the tokens of the last minute only, and still saves once a minute', async (t) => {
+  const store = openSqliteStore({ file: join(makeTempDir(t), 'tokens.db') });
+  t.after(() => store.close());
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const touches: number[] = [];
+  const touch = store.tokens.touch.bind(store.tokens);
+  store.tokens.touch = (id, at) => {
+    touches.push(id);
+    return touch(id, at);
+  };
+  const server = new TokenService(store.tokens, { now: () => new Date(now) });
+  const tokens = await Promise.all(
+    Array.from({ length: 50 }, (_, i) =>
+      server.create({ name: `t${i}`, scopes: ['plants:read'], expiresInMs: null }),
+    ),
+  );
+  const kept = () => (server as unknown as { lastTouched: Map<number, number> }).lastTouched.size;
+  for (const { token } of tokens) assert.ok(await server.authenticate(token));
+  assert.equal(kept(), 50);
+  assert.equal(touches.length, 50);
+  now += LAST_USED_RESOLUTION_MS;
+  const [{ token, record }] = tokens as [(typeof tokens)[0]];
+  assert.ok(await server.authenticate(token));
+  assert.equal(kept(), 1, 'the 49 others, a minute old, are forgotten');
+  // The rhythm of saving is the same: not again within the minute, again after it.
+  now += TOKEN_CACHE_TTL_MS;
+  assert.ok(await server.authenticate(token));
+  assert.equal(touches.length, 51);
+  now += LAST_USED_RESOLUTION_MS - TOKEN_CACHE_TTL_MS;
+  assert.ok(await server.authenticate(token));
+  assert.deepEqual(touches.slice(50), [record.id, record.id]);
 });
