@@ -49,7 +49,7 @@ export const IN_FLIGHT_PER_CONNECTION = 8;
  * Requests of one token a process serves at once (429 beyond, with Retry-After: 1). The
  * rate limit counts requests a minute; this bounds how many one client has queued for the
  * database at a time, so that it cannot hold every pooled connection and make the other
- * clients wait. Event streams and waiting long polls count only while they read the store.
+ * clients wait. Open event streams and waiting long polls hold no place (see events.ts).
  * GitHub's API allows 100 concurrent requests; 64 is as many as the benchmark's whole load.
  */
 export const IN_FLIGHT_PER_TOKEN = 64;

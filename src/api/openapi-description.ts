@@ -105,9 +105,9 @@ applies):
   Credentials still being checked count as failures until they turn out valid: guesses sent
   at once are held to the limit like guesses sent one after another.
 
-Every \`429\` carries \`Retry-After\` (seconds until the window ends). Answers report the
+Every \`429\` carries \`Retry-After\` (seconds until the window ends; 1 for 42903). Answers report the
 limit that applied to them in \`RateLimit\` and \`RateLimit-Policy\`
-(draft-ietf-httpapi-ratelimit-headers-11): the token's on answers after the token is verified,
+(draft-ietf-httpapi-ratelimit-headers-11): the token's on answers after the token is verified (not on 42903),
 the address's on \`401\`s and on 42902.
 
 Requests at once are bounded too. A server process serves at most ${IN_FLIGHT_PER_TOKEN} requests of one token at

@@ -59,7 +59,8 @@ export const RESPONSE_HEADERS = {
     description:
       'What is left of the rate limit this answer reports on (draft-ietf-httpapi-ratelimit-headers-11, ' +
       'a Structured Field List): `"token";r=<requests left>;t=<seconds until the window ends>` ' +
-      'on every answer once the token is verified, or `"failed-auth";r=<failed ' +
+      'on every answer once the token is verified (but a `429` with error 42903, refused before ' +
+      'the rate limit counts it), or `"failed-auth";r=<failed ' +
       'authentications left to this client address>;t=<seconds>` on a `401` and on a `429` ' +
       'with error 42902. Absent when the operator turned that limit off.',
     schema: { type: 'string', pattern: '^"(token|failed-auth)";r=[0-9]+;t=[0-9]+$' },

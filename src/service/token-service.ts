@@ -125,15 +125,16 @@ export class TokenService {
   }
 
   /**
-   * Whether `authenticate` may check `token` now: always for a token in the cache (fresh or
-   * due again) or already being looked up, which starts no new lookup; for another, only
-   * while fewer than UNSEEN_TOKEN_LOOKUPS_MAX lookups are in flight.
+   * Whether `authenticate` may check `token` now: always for a token this process has
+   * verified (knownValid, its cache entry fresh or due again) or one already being looked
+   * up, which starts no new lookup; for another, only while fewer than
+   * UNSEEN_TOKEN_LOOKUPS_MAX lookups are in flight.
    */
   mayCheck(token: string): boolean {
     return (
       this.inFlight.size < this.unseenLookupsMax ||
-      this.cache.has(token) ||
-      this.inFlight.has(token)
+      this.inFlight.has(token) ||
+      this.knownValid(token)
     );
   }
 

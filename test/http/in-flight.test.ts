@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { noMetrics } from '../../src/core/metrics.js';
 import type { PlantStore, TokenStore } from '../../src/store/store.js';
@@ -227,5 +227,137 @@ forEachBackend(({ setup }) => {
     assert.match(String(next.headers.ratelimit), /r=2;/);
     // With the lookups done, the unseen valid token is served.
     assert.equal((await call({ ...LIST, token: fresh })).statusCode, 200);
+  });
+
+  test('a handler that answers synchronously gives its place back', async (t) => {
+    // On SQLite GET /plants/{id} is answered in the handler's own turn, returning no promise.
+    const { call } = await setup(t, { inFlightPerToken: 1 });
+    const created = await call({ method: 'POST', url: '/plants', json: '{"id":1,"name":"fern"}' });
+    assert.equal(created.statusCode, 201);
+    for (let i = 0; i < 3; i++) assert.equal((await call(GET_ONE)).statusCode, 200);
+  });
+
+  test('a token being looked up joins the lookup when the lookups are at their cap', async (t) => {
+    const { call, store, newToken } = await setup(t, { unseenTokenLookupsMax: 1 });
+    const fresh = await newToken();
+    const gate = holdLookups(store.tokens);
+    const first = call({ ...LIST, token: fresh });
+    await until(() => gate.waiting === 1, 'the lookup at the gate');
+    const second = call({ ...LIST, token: fresh });
+    gate.open();
+    assert.equal((await first).statusCode, 200);
+    assert.equal((await second).statusCode, 200);
+  });
+
+  test('a connection answered by the HTTP parser (a bad chunk) gives its place back', async (t) => {
+    const { app, call, token } = await setup(t, { inFlightPerToken: 1 });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as AddressInfo;
+    const serverSide = new Promise<Socket>((resolve) => app.server.once('connection', resolve));
+    // The client keeps its side open after the answer, as Node lets it.
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    t.after(() => socket.destroy());
+    socket.on('error', () => undefined);
+    let answer = '';
+    socket.on('data', (data: Buffer) => (answer += data.toString()));
+    socket.write(
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+        'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"n\r\nZZ\r\n',
+    );
+    const closed = new Promise<void>(
+      (resolve) => void serverSide.then((s) => s.once('close', resolve)),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('the server kept the connection open')), 10_000);
+    });
+    await Promise.race([closed, bound]).finally(() => clearTimeout(timer));
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    assert.equal((await call(LIST)).statusCode, 200);
+  });
+
+  test('requests whose clients left during their token lookup are not served', async (t) => {
+    const clock = { now: Date.UTC(2024, 0, 1) };
+    const { app, call, store, token } = await setup(t, {
+      inFlightPerToken: 1,
+      now: () => clock.now,
+    });
+    const created = await call({ method: 'POST', url: '/plants', json: '{"id":1,"name":"fern"}' });
+    assert.equal(created.statusCode, 201);
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as AddressInfo;
+    // The token's cache entry lapses: its next requests wait on one lookup.
+    clock.now += 3_000;
+    const lookups = holdLookups(store.tokens);
+    let reads = 0;
+    const get = store.plants.get.bind(store.plants);
+    store.plants.get = (id) => {
+      reads += 1;
+      return get(id);
+    };
+    const N = 5;
+    let arrived = 0;
+    const gone: Promise<void>[] = [];
+    app.server.on('request', (_request, response) => {
+      arrived += 1;
+      gone.push(new Promise((resolve) => response.once('close', resolve)));
+    });
+    const clients = Array.from({ length: N }, () => {
+      const client = httpRequest({
+        host: '127.0.0.1',
+        port,
+        path: '/plants/1',
+        agent: false,
+        headers: { authorization: `Bearer ${token}` },
+      });
+      client.on('error', () => undefined);
+      client.end();
+      return client;
+    });
+    await until(() => arrived === N && lookups.waiting === 1, 'the requests on one lookup');
+    for (const client of clients) client.destroy();
+    await Promise.all(gone);
+    lookups.open();
+    // A live request of the token, after theirs: it is served, and theirs never read.
+    assert.equal((await call(GET_ONE)).statusCode, 200);
+    assert.equal(reads, 1, 'only the live request read the plant');
+  });
+
+  test('long polls woken by an event read the store again only with a place', async (t) => {
+    const K = 6;
+    const { call, store, newToken } = await setup(t, { inFlightPerToken: 1 });
+    const watcher = await newToken(['plants:read', 'plants:write', 'events:read']);
+    const polls: ReturnType<typeof call>[] = [];
+    for (let i = 0; i < K; i++) {
+      polls.push(call({ method: 'GET', url: '/events?after=now&wait=30s', token: watcher }));
+      // Once it waits, its place is free again.
+      let res = await call({ ...LIST, token: watcher });
+      for (let j = 0; res.statusCode === 429 && j < 1000; j++) {
+        await new Promise((resolve) => setImmediate(resolve));
+        res = await call({ ...LIST, token: watcher });
+      }
+      assert.equal(res.statusCode, 200);
+    }
+    let reading = 0;
+    let most = 0;
+    const read = store.events.read.bind(store.events);
+    store.events.read = async (after, limit) => {
+      most = Math.max(most, ++reading);
+      try {
+        return await read(after, limit);
+      } finally {
+        reading -= 1;
+      }
+    };
+    const created = await call({ method: 'POST', url: '/plants', json: '{"name":"fern"}' });
+    assert.equal(created.statusCode, 201);
+    const pages = (await Promise.all(polls)).map((res) => {
+      assert.equal(res.statusCode, 200);
+      return body<unknown[]>(res).length;
+    });
+    // One token, one place: one poll reads the event at a time; those that find no place
+    // answer their empty page (their next poll finds the event at once).
+    assert.equal(most, 1, `${most} reads of the event log at once`);
+    assert.ok(pages.includes(1), String(pages));
   });
 });

@@ -741,7 +741,7 @@ export interface components {
     'WWW-Authenticate': string;
     /** @description The methods the path supports, e.g. `GET, POST`. */
     Allow: string;
-    /** @description What is left of the rate limit this answer reports on (draft-ietf-httpapi-ratelimit-headers-11, a Structured Field List): `"token";r=<requests left>;t=<seconds until the window ends>` on every answer once the token is verified, or `"failed-auth";r=<failed authentications left to this client address>;t=<seconds>` on a `401` and on a `429` with error 42902. Absent when the operator turned that limit off. */
+    /** @description What is left of the rate limit this answer reports on (draft-ietf-httpapi-ratelimit-headers-11, a Structured Field List): `"token";r=<requests left>;t=<seconds until the window ends>` on every answer once the token is verified (but a `429` with error 42903, refused before the rate limit counts it), or `"failed-auth";r=<failed authentications left to this client address>;t=<seconds>` on a `401` and on a `429` with error 42902. Absent when the operator turned that limit off. */
     RateLimit: string;
     /** @description The rate limit this answer reports on, sent with `RateLimit` (same draft): `"token";q=<requests>;w=<window in seconds>` (by default `"token";q=100000;w=60`) or `"failed-auth";q=<failed authentications>;w=<seconds>` (by default `"failed-auth";q=100;w=60`). Windows are fixed and aligned to the clock (a 60 s window starts at each whole minute). */
     'RateLimit-Policy': string;

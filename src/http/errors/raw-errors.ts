@@ -7,6 +7,9 @@ import { ApiError, type ErrorName } from '../../core/errors.js';
 import { SECURITY_HEADER_LINES } from '../../api/security-headers.js';
 import { withFinalNewline } from '../hooks/json-newline.js';
 
+/** How long a connection answered raw stays open for its client to read the answer. */
+const RAW_ANSWER_LINGER_MS = 1_000;
+
 /**
  * Writes an Error answer straight to a socket, for what never becomes a Fastify
  * request: what Node's HTTP parser rejects, and CONNECT. Logged like any request.
@@ -28,6 +31,11 @@ function answerRaw(
       SECURITY_HEADER_LINES +
       `X-Request-Id: ${reqId}\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    // Node keeps a connection half open until the client closes its side too, and with it
+    // the request it was reading (a 408 mid-body): its slot among the connections, and its
+    // token's place among the requests in flight. A client that never closes would hold
+    // them for good. Closed once the client had time to read the answer.
+    () => setTimeout(() => socket.destroy(), RAW_ANSWER_LINGER_MS).unref(),
   );
   log.info({ reqId, status: error.status, cause, route: null, client }, 'request');
 }

@@ -128,10 +128,14 @@ function verdict(
   attempt?.release();
   // Set before the checks below, so that the log line of a 429 or 403 names the token too.
   request.token = record;
-  // A client that left while its token was looked up takes no place: no close would come
-  // to give it back. (Its handler, if Fastify still runs it, runs uncounted: at most one
-  // such request per token every cache period, since a cached token is checked at once.)
-  if (requests !== undefined && !reply.raw.destroyed) {
+  // A client that left while its token was looked up is not served: no answer could
+  // reach it, and its handler would run on against the database holding no place, since
+  // no close would come to give one back. (Fastify skips the rest of a hijacked request.)
+  if (reply.raw.destroyed) {
+    reply.hijack();
+    return undefined;
+  }
+  if (requests !== undefined) {
     const place = requests.take(record.id);
     if (place === undefined) {
       return new ApiError(

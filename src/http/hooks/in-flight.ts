@@ -20,10 +20,15 @@ export class TokenRequests {
 
   /** A place for a request of token `id`, held until it is answered; undefined when full. */
   take(id: number): InFlightPlace | undefined {
+    return this.reserve(id) ? new InFlightPlace(this, id) : undefined;
+  }
+
+  /** @internal: counts a request of token `id` in, unless it has `limit` already. */
+  reserve(id: number): boolean {
     const count = this.counts.get(id) ?? 0;
-    if (count >= this.limit) return undefined;
+    if (count >= this.limit) return false;
     this.counts.set(id, count + 1);
-    return new InFlightPlace(this, id);
+    return true;
   }
 
   /** Requests of token `id` in flight now (tests, and the gauge). */
@@ -68,6 +73,17 @@ export class InFlightPlace {
     if (this.state === WAITING) this.state = HANDLING;
   }
 
+  /**
+   * Takes the place again for a request that gave it back to wait (a long poll woken by an
+   * event, about to read the store); false when the token has no place free.
+   */
+  retake(): boolean {
+    if (this.state !== GIVEN_BACK) return true;
+    if (!this.owner.reserve(this.id)) return false;
+    this.state = HANDLING;
+    return true;
+  }
+
   /** The handler settled, or the request now waits on nothing of the store (a long poll). */
   readonly giveBack = (): void => {
     if (this.state === GIVEN_BACK) return;
@@ -104,4 +120,9 @@ export function holdingPlace<Q extends FastifyRequest, A, R>(
 /** Gives back the request's place early: it now waits for events, not for the store. */
 export function leaveInFlight(request: FastifyRequest): void {
   request.inFlight?.giveBack();
+}
+
+/** Takes the request's place again (see InFlightPlace.retake); true for one that holds none. */
+export function retakeInFlight(request: FastifyRequest): boolean {
+  return request.inFlight?.retake() ?? true;
 }

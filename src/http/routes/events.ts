@@ -9,7 +9,7 @@ import type { TokenService } from '../../service/token-service.js';
 import { parseBearer } from '../../core/tokens.js';
 import { eventStream } from './event-stream.js';
 import { tokenOf } from '../hooks/auth.js';
-import { leaveInFlight } from '../hooks/in-flight.js';
+import { leaveInFlight, retakeInFlight } from '../hooks/in-flight.js';
 import { route } from './route.js';
 
 /**
@@ -74,6 +74,9 @@ async function longPoll(
       if (feed.isClosed) reply.header('connection', 'close');
       return page;
     }
+    // Reading the store again takes a place among the token's requests in flight again;
+    // with none free, the poll answers its empty page, and its client asks again.
+    if (!retakeInFlight(request)) return page;
     return await feed.page(page.next, limit);
   } finally {
     reply.raw.off('close', abort);
