@@ -38,6 +38,8 @@ export interface TokenServiceOptions {
   log?: Log;
   /** Overrides UNSEEN_TOKEN_LOOKUPS_MAX (tests). */
   unseenLookupsMax?: number;
+  /** Overrides TOKEN_CACHE_MAX (tests). */
+  cacheMax?: number;
 }
 
 /** Issues, checks and revokes access tokens. */
@@ -55,6 +57,13 @@ export class TokenService {
   private readonly now: () => Date;
   private readonly log: Log;
   private readonly unseenLookupsMax: number;
+  private readonly cacheMax: number;
+  /**
+   * Where eviction goes on: at the oldest entry left. A new `keys()` would walk from the
+   * table's start over the empty slots earlier evictions left (V8 frees them only when it
+   * rebuilds the table), thousands a token at the cap.
+   */
+  private evictions: Iterator<string> | undefined;
 
   constructor(
     private readonly store: TokenStore,
@@ -62,8 +71,10 @@ export class TokenService {
       now = () => new Date(),
       log = silentLog,
       unseenLookupsMax = UNSEEN_TOKEN_LOOKUPS_MAX,
+      cacheMax = TOKEN_CACHE_MAX,
     }: TokenServiceOptions = {},
   ) {
+    this.cacheMax = cacheMax;
     this.now = now;
     this.log = log;
     this.unseenLookupsMax = unseenLookupsMax;
@@ -162,9 +173,18 @@ export class TokenService {
       return record;
     }
     this.cache.delete(token);
-    if (this.cache.size >= TOKEN_CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
+    if (this.cache.size >= this.cacheMax) this.evictOldest();
     this.cache.set(token, { record, until: now.getTime() + TOKEN_CACHE_TTL_MS });
     return record;
+  }
+
+  private evictOldest(): void {
+    let next = this.evictions?.next();
+    if (next === undefined || next.done === true) {
+      this.evictions = this.cache.keys();
+      next = this.evictions.next();
+    }
+    if (next.done !== true) this.cache.delete(next.value);
   }
 
   private checked(record: TokenRecord | undefined, now: Date): TokenRecord | undefined {

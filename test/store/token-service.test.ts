@@ -160,3 +160,30 @@ test('"last used" bookkeeping keeps the tokens of the last minute only, and stil
   assert.ok(await server.authenticate(token));
   assert.deepEqual(touches.slice(50), [record.id, record.id]);
 });
+
+test('at its cap the cache makes room by dropping the entry looked up longest ago', async (t) => {
+  const store = openSqliteStore({ file: join(makeTempDir(t), 'tokens.db') });
+  t.after(() => store.close());
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const server = new TokenService(store.tokens, { now: () => new Date(now), cacheMax: 3 });
+  const made: string[] = [];
+  for (const name of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) {
+    made.push((await server.create({ name, scopes: ['plants:read'], expiresInMs: null })).token);
+  }
+  const [a, b, c, d, e, f, g] = made as [string, string, string, string, string, string, string];
+  const known = () => made.filter((token) => server.knownValid(token)).map((x) => made.indexOf(x));
+  for (const token of [a, b, c]) assert.ok(await server.authenticate(token));
+  assert.deepEqual(known(), [0, 1, 2]);
+  assert.ok(await server.authenticate(d));
+  assert.ok(await server.authenticate(e));
+  assert.deepEqual(known(), [2, 3, 4], 'a and b, the oldest, made room');
+  // c is looked up again once its entry lapses: it is then the newest.
+  now += TOKEN_CACHE_TTL_MS;
+  assert.ok(await server.authenticate(c));
+  assert.ok(await server.authenticate(f));
+  assert.deepEqual(known(), [2, 4, 5], 'd made room, not c');
+  assert.ok(await server.authenticate(g));
+  assert.deepEqual(known(), [2, 5, 6], 'then e');
+  assert.ok(await server.authenticate(a));
+  assert.deepEqual(known(), [0, 5, 6], 'then c');
+});
