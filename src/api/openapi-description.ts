@@ -1,7 +1,7 @@
 import { errorCatalogue, statusOf } from '../core/errors.js';
 import { INT64_MAX, INT64_MIN } from '../core/int64.js';
 import { DEFAULT_RATE_LIMITS } from '../core/rate-limit.js';
-import { UNSEEN_TOKEN_LOOKUPS_MAX } from '../core/tokens.js';
+import { UNSEEN_TOKEN_LOOKUPS_MAX, UNSEEN_TOKEN_LOOKUPS_WAITING } from '../core/tokens.js';
 import { JSON_LIMITS } from './json.js';
 import {
   BODY_LIMIT,
@@ -113,8 +113,8 @@ the address's on \`401\`s and on 42902.
 Requests at once are bounded too. A server process serves at most ${IN_FLIGHT_PER_TOKEN} requests of one token at
 a time (by default): beyond that, \`429\` with error 42903 and \`Retry-After: 1\`, before the
 rate limit counts the request; an open event stream or a waiting long poll holds no such
-place. And it looks up at most ${UNSEEN_TOKEN_LOOKUPS_MAX} tokens it has not verified at once: a request with such a
-token beyond that is \`503\` with error 50303 and \`Retry-After: 1\`.
+place. And it looks up at most ${UNSEEN_TOKEN_LOOKUPS_MAX} tokens it has not verified at once, ${UNSEEN_TOKEN_LOOKUPS_WAITING} more waiting their
+turn: a request with such a token beyond that is \`503\` with error 50303 and \`Retry-After: 1\`.
 
 ## Error catalogue
 

@@ -62,9 +62,14 @@ export function parseDuration(text: string): number {
 }
 
 /**
- * Lookups in flight at once past which a token this process has not seen is not looked up
- * (TokenService.mayCheck). Tokens it has seen are looked up regardless: a flood of guesses then delays
- * only clients that are new to the process, never the store's other queries by much (a
- * lookup is one indexed read; the PostgreSQL pool has 10 connections by default).
+ * Lookups of tokens this process has not verified that run at once; up to
+ * UNSEEN_TOKEN_LOOKUPS_WAITING more wait their turn, and past that such a token is not looked
+ * up (TokenService.mayCheck). Tokens it has verified are looked up regardless. So a flood of
+ * guesses keeps at most this many of the store's connections (the PostgreSQL pool has 10 by
+ * default) and queries ahead of the other clients' (a lookup is one indexed read), and a new
+ * client waits in line with the flood rather than being refused, unless the line is full.
  */
-export const UNSEEN_TOKEN_LOOKUPS_MAX = 64;
+export const UNSEEN_TOKEN_LOOKUPS_MAX = 8;
+
+/** Lookups of unseen tokens that may wait for one of UNSEEN_TOKEN_LOOKUPS_MAX. */
+export const UNSEEN_TOKEN_LOOKUPS_WAITING = 1_024;

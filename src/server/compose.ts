@@ -25,8 +25,8 @@ export interface ComposeOptions extends Omit<AppOptions, keyof AppServices> {
   webhookMaxEndpoints?: number;
   /** The changes feed's bounds: streams at once, the heartbeat (tests shorten it). */
   events?: Omit<EventFeedOptions, 'log'>;
-  /** Overrides UNSEEN_TOKEN_LOOKUPS_MAX (tests). */
-  unseenTokenLookupsMax?: number;
+  /** Overrides UNSEEN_TOKEN_LOOKUPS_MAX and UNSEEN_TOKEN_LOOKUPS_WAITING (tests). */
+  unseenTokenLookups?: { running: number; waiting: number };
 }
 
 /**
@@ -52,7 +52,7 @@ export function composeApp({
   webhookDestinations = destinationCheck(new AddressPolicy(), systemResolve),
   webhookMaxEndpoints,
   events: eventOptions,
-  unseenTokenLookupsMax,
+  unseenTokenLookups,
   ...options
 }: ComposeOptions): FastifyInstance {
   // Nothing logs while the app is being built, so `app` is set before the first line.
@@ -68,7 +68,10 @@ export function composeApp({
     tokens: new TokenService(store.tokens, {
       ...clock,
       log,
-      ...(unseenTokenLookupsMax !== undefined && { unseenLookupsMax: unseenTokenLookupsMax }),
+      ...(unseenTokenLookups && {
+        unseenLookupsMax: unseenTokenLookups.running,
+        unseenLookupsWaiting: unseenTokenLookups.waiting,
+      }),
     }),
     webhooks: new WebhookService(store.webhooks, {
       ...clock,

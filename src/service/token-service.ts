@@ -6,6 +6,7 @@ import {
   isTokenUsable,
   type TokenRecord,
   UNSEEN_TOKEN_LOOKUPS_MAX,
+  UNSEEN_TOKEN_LOOKUPS_WAITING,
 } from '../core/tokens.js';
 import type { RevokeOutcome, TokenStore } from '../store/store.js';
 
@@ -38,6 +39,8 @@ export interface TokenServiceOptions {
   log?: Log;
   /** Overrides UNSEEN_TOKEN_LOOKUPS_MAX (tests). */
   unseenLookupsMax?: number;
+  /** Overrides UNSEEN_TOKEN_LOOKUPS_WAITING (tests). */
+  unseenLookupsWaiting?: number;
   /** Overrides TOKEN_CACHE_MAX (tests). */
   cacheMax?: number;
 }
@@ -57,6 +60,11 @@ export class TokenService {
   private readonly now: () => Date;
   private readonly log: Log;
   private readonly unseenLookupsMax: number;
+  private readonly unseenLookupsWaiting: number;
+  /** Lookups of unseen tokens running, and those waiting for one to end (first in, first out). */
+  private unseenRunning = 0;
+  private readonly unseenQueue: (() => void)[] = [];
+  private unseenQueueHead = 0;
   private readonly cacheMax: number;
   /**
    * Where eviction goes on: at the oldest entry left. A new `keys()` would walk from the
@@ -71,6 +79,7 @@ export class TokenService {
       now = () => new Date(),
       log = silentLog,
       unseenLookupsMax = UNSEEN_TOKEN_LOOKUPS_MAX,
+      unseenLookupsWaiting = UNSEEN_TOKEN_LOOKUPS_WAITING,
       cacheMax = TOKEN_CACHE_MAX,
     }: TokenServiceOptions = {},
   ) {
@@ -78,6 +87,7 @@ export class TokenService {
     this.now = now;
     this.log = log;
     this.unseenLookupsMax = unseenLookupsMax;
+    this.unseenLookupsWaiting = unseenLookupsWaiting;
   }
 
   /** Returns the token itself, which is never stored and cannot be shown again. */
@@ -138,12 +148,13 @@ export class TokenService {
   /**
    * Whether `authenticate` may check `token` now: always for a token this process has
    * verified (knownValid, its cache entry fresh or due again) or one already being looked
-   * up, which starts no new lookup; for another, only while fewer than
-   * UNSEEN_TOKEN_LOOKUPS_MAX lookups are in flight.
+   * up, which starts no new lookup; for another, only while its lookup could run or wait
+   * (UNSEEN_TOKEN_LOOKUPS_MAX running, UNSEEN_TOKEN_LOOKUPS_WAITING waiting).
    */
   mayCheck(token: string): boolean {
     return (
-      this.inFlight.size < this.unseenLookupsMax ||
+      this.unseenRunning < this.unseenLookupsMax ||
+      this.unseenQueue.length - this.unseenQueueHead < this.unseenLookupsWaiting ||
       this.inFlight.has(token) ||
       this.knownValid(token)
     );
@@ -157,10 +168,34 @@ export class TokenService {
   private lookup(token: string, now: Date): Promise<TokenRecord | undefined> {
     let pending = this.inFlight.get(token);
     if (pending === undefined) {
-      pending = this.fetch(token, now).finally(() => this.inFlight.delete(token));
+      pending = (
+        this.knownValid(token) ? this.fetch(token, now) : this.fetchUnseen(token, now)
+      ).finally(() => this.inFlight.delete(token));
       this.inFlight.set(token, pending);
     }
     return pending.then((record) => this.checked(record, now));
+  }
+
+  /** `fetch` once one of the lookups of unseen tokens is free, in the order they came. */
+  private async fetchUnseen(token: string, now: Date): Promise<TokenRecord | undefined> {
+    if (this.unseenRunning < this.unseenLookupsMax) this.unseenRunning += 1;
+    // Its turn is handed over by the lookup that ends (the count stays).
+    else await new Promise<void>((resolve) => this.unseenQueue.push(resolve));
+    try {
+      return await this.fetch(token, now);
+    } finally {
+      const next = this.unseenQueue[this.unseenQueueHead];
+      if (next === undefined) this.unseenRunning -= 1;
+      else {
+        this.unseenQueueHead += 1;
+        // Compacted once the consumed part is half the array: O(1) a lookup, amortized.
+        if (this.unseenQueueHead * 2 >= this.unseenQueue.length) {
+          this.unseenQueue.splice(0, this.unseenQueueHead);
+          this.unseenQueueHead = 0;
+        }
+        next();
+      }
+    }
   }
 
   private async fetch(token: string, now: Date): Promise<TokenRecord | undefined> {

@@ -54,7 +54,7 @@ async function loggedApp(
   }: {
     trustProxy?: string;
     maxEventStreams?: number;
-    unseenTokenLookupsMax?: number;
+    unseenTokenLookups?: { running: number; waiting: number };
     wrap?: (store: Store) => Store;
   } = {},
 ): Promise<Logged> {
@@ -238,7 +238,7 @@ test('a 503 past the event streams limit is its request line alone, at info', as
 
 test('a 503 for lookups of unseen tokens at their limit is its request line alone, at info', async (t) => {
   // No lookup may start: every token the process has not verified is refused at once.
-  const app = await loggedApp(t, { unseenTokenLookupsMax: 0 });
+  const app = await loggedApp(t, { unseenTokenLookups: { running: 0, waiting: 0 } });
   const headers = { authorization: 'Bearer pst_unseen' };
   const refused = await logged(app, { method: 'GET', url: '/plants', headers });
   const line = assertOneLine(refused.added, refused.res, {

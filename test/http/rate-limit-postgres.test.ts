@@ -59,7 +59,7 @@ if (POSTGRES_SKIP) {
           rateLimits: { perToken: null, authFailures: { quota: 100, windowSeconds: 86_400 } },
           now,
           // All 300 lookups run, so that the failed-authentication limit is what holds them.
-          unseenTokenLookupsMax: 1_000,
+          unseenTokenLookups: { running: 1_000, waiting: 0 },
         });
         t.after(async () => {
           await app.close();
