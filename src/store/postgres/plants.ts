@@ -9,6 +9,7 @@ import {
 } from '../store.js';
 import { insert, insertWithKey, origin } from './plant-creates.js';
 import type { Query } from './query.js';
+import { PlantLines } from './plant-lines.js';
 import { STORED, page, TAG_AFTER, updateSql, DELETE, DELETE_IF } from './plant-statements.js';
 
 /** Found the plant locked (`old_id`) but wrote nothing: the expected plant had changed. */
@@ -19,8 +20,10 @@ interface WriteRow extends Partial<StoredPlantRow> {
 /**
  * Plant writes, each with its audit entry (the changes feed's event, and the webhooks') in
  * the same statement; `written` is called once a write that changed a plant has committed.
+ * Changes and deletes of one plant wait in line in the process (see PlantLines).
  */
 export function postgresPlants(query: Query, written: () => void): PlantStore {
+  const lines = new PlantLines();
   return {
     async insert(plant, options) {
       const created = await insert(query, plant, options);
@@ -42,12 +45,12 @@ export function postgresPlants(query: Query, written: () => void): PlantStore {
     },
     list: (plantQuery) => list(query, plantQuery),
     async update(id, change, options) {
-      const updated = await update(query, id, change, options);
+      const updated = await lines.run(id, () => update(query, id, change, options));
       if (updated !== undefined) written();
       return updated;
     },
     async delete(id, options) {
-      const deleted = await remove(query, id, options);
+      const deleted = await lines.run(id, () => remove(query, id, options));
       if (deleted) written();
       return deleted;
     },
