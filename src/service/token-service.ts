@@ -1,3 +1,4 @@
+import pLimit, { type LimitFunction } from 'p-limit';
 import { type Log, silentLog } from '../core/log.js';
 import type { Scope } from '../core/scopes.js';
 import {
@@ -59,12 +60,10 @@ export class TokenService {
   private revocations = 0;
   private readonly now: () => Date;
   private readonly log: Log;
+  /** Lookups of unseen tokens: so many at once, the others in line, first in first out. */
+  private readonly unseenLookups: LimitFunction;
+  /** Lookups of unseen tokens running and waiting, at most. */
   private readonly unseenLookupsMax: number;
-  private readonly unseenLookupsWaiting: number;
-  /** Lookups of unseen tokens running, and those waiting for one to end (first in, first out). */
-  private unseenRunning = 0;
-  private readonly unseenQueue: (() => void)[] = [];
-  private unseenQueueHead = 0;
   private readonly cacheMax: number;
   /**
    * Where eviction goes on: at the oldest entry left. A new `keys()` would walk from the
@@ -86,8 +85,8 @@ export class TokenService {
     this.cacheMax = cacheMax;
     this.now = now;
     this.log = log;
-    this.unseenLookupsMax = unseenLookupsMax;
-    this.unseenLookupsWaiting = unseenLookupsWaiting;
+    this.unseenLookups = pLimit(unseenLookupsMax);
+    this.unseenLookupsMax = unseenLookupsMax + unseenLookupsWaiting;
   }
 
   /** Returns the token itself, which is never stored and cannot be shown again. */
@@ -152,9 +151,9 @@ export class TokenService {
    * (UNSEEN_TOKEN_LOOKUPS_MAX running, UNSEEN_TOKEN_LOOKUPS_WAITING waiting).
    */
   mayCheck(token: string): boolean {
+    const { activeCount, pendingCount } = this.unseenLookups;
     return (
-      this.unseenRunning < this.unseenLookupsMax ||
-      this.unseenQueue.length - this.unseenQueueHead < this.unseenLookupsWaiting ||
+      activeCount + pendingCount < this.unseenLookupsMax ||
       this.inFlight.has(token) ||
       this.knownValid(token)
     );
@@ -169,33 +168,13 @@ export class TokenService {
     let pending = this.inFlight.get(token);
     if (pending === undefined) {
       pending = (
-        this.knownValid(token) ? this.fetch(token, now) : this.fetchUnseen(token, now)
+        this.knownValid(token)
+          ? this.fetch(token, now)
+          : this.unseenLookups(() => this.fetch(token, now))
       ).finally(() => this.inFlight.delete(token));
       this.inFlight.set(token, pending);
     }
     return pending.then((record) => this.checked(record, now));
-  }
-
-  /** `fetch` once one of the lookups of unseen tokens is free, in the order they came. */
-  private async fetchUnseen(token: string, now: Date): Promise<TokenRecord | undefined> {
-    if (this.unseenRunning < this.unseenLookupsMax) this.unseenRunning += 1;
-    // Its turn is handed over by the lookup that ends (the count stays).
-    else await new Promise<void>((resolve) => this.unseenQueue.push(resolve));
-    try {
-      return await this.fetch(token, now);
-    } finally {
-      const next = this.unseenQueue[this.unseenQueueHead];
-      if (next === undefined) this.unseenRunning -= 1;
-      else {
-        this.unseenQueueHead += 1;
-        // Compacted once the consumed part is half the array: O(1) a lookup, amortized.
-        if (this.unseenQueueHead * 2 >= this.unseenQueue.length) {
-          this.unseenQueue.splice(0, this.unseenQueueHead);
-          this.unseenQueueHead = 0;
-        }
-        next();
-      }
-    }
   }
 
   private async fetch(token: string, now: Date): Promise<TokenRecord | undefined> {

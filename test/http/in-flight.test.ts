@@ -17,34 +17,34 @@ interface Gate {
   open(): void;
 }
 
-/** Holds `get` of the plant store (GET /plants/{id}) until the gate opens. */
-function holdReads(plants: PlantStore): Gate {
-  const get = plants.get.bind(plants);
+/** A gate in front of one call of the store: each call waits there until the gate opens. */
+function gate<A extends unknown[], R>(
+  call: (...args: A) => R,
+): { gate: Gate; held: (...args: A) => Promise<Awaited<R>> } {
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
   const gate: Gate = { waiting: 0, open };
-  plants.get = async (id) => {
+  const held = async (...args: A): Promise<Awaited<R>> => {
     gate.waiting += 1;
     await opened;
     gate.waiting -= 1;
-    return get(id);
+    return await call(...args);
   };
-  return gate;
+  return { gate, held };
+}
+
+/** Holds `get` of the plant store (GET /plants/{id}) until the gate opens. */
+function holdReads(plants: PlantStore): Gate {
+  const held = gate(plants.get.bind(plants));
+  plants.get = held.held;
+  return held.gate;
 }
 
 /** Holds `findByHash` of the token store (a lookup) until the gate opens. */
 function holdLookups(tokens: TokenStore): Gate {
-  const findByHash = tokens.findByHash.bind(tokens);
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  const gate: Gate = { waiting: 0, open };
-  tokens.findByHash = async (hash) => {
-    gate.waiting += 1;
-    await opened;
-    gate.waiting -= 1;
-    return findByHash(hash);
-  };
-  return gate;
+  const held = gate(tokens.findByHash.bind(tokens));
+  tokens.findByHash = held.held;
+  return held.gate;
 }
 
 const GET_ONE: Call = { method: 'GET', url: '/plants/1' };

@@ -11,6 +11,7 @@ import { TokenService } from '../../src/service/token-service.js';
 import { openSqliteStore } from '../../src/store/sqlite/open.js';
 import type { Store } from '../../src/store/store.js';
 import { readEvents } from '../helpers/event-stream.js';
+import { until } from '../helpers/until.js';
 import { makeTempDir } from '../helpers/setup.js';
 
 // One structured log line per request, and never a credential in the logs.
@@ -237,10 +238,32 @@ test('a 503 past the event streams limit is its request line alone, at info', as
 });
 
 test('a 503 for lookups of unseen tokens at their limit is its request line alone, at info', async (t) => {
-  // No lookup may start: every token the process has not verified is refused at once.
-  const app = await loggedApp(t, { unseenTokenLookups: { running: 0, waiting: 0 } });
+  // One lookup at a time and none in line: while a first one is held, the next is refused.
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  let held = 0;
+  const app = await loggedApp(t, {
+    unseenTokenLookups: { running: 1, waiting: 0 },
+    wrap: (store) => {
+      const findByHash = store.tokens.findByHash.bind(store.tokens);
+      store.tokens.findByHash = async (hash) => {
+        held += 1;
+        await opened;
+        return findByHash(hash);
+      };
+      return store;
+    },
+  });
+  const first = app.inject({
+    method: 'GET',
+    url: '/plants',
+    headers: { authorization: 'Bearer pst_first' },
+  });
+  await until(() => held === 1, 'the first lookup held');
   const headers = { authorization: 'Bearer pst_unseen' };
   const refused = await logged(app, { method: 'GET', url: '/plants', headers });
+  open();
+  assert.equal((await first).statusCode, 401);
   const line = assertOneLine(refused.added, refused.res, {
     method: 'GET',
     route: '/plants',

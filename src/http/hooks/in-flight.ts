@@ -31,11 +31,6 @@ export class TokenRequests {
     return true;
   }
 
-  /** Requests of token `id` in flight now (tests, and the gauge). */
-  count(id: number): number {
-    return this.counts.get(id) ?? 0;
-  }
-
   /** @internal: InFlightPlace gives its place back here, once. */
   give(id: number): void {
     const count = this.counts.get(id)!;
