@@ -18,6 +18,8 @@
  */
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
+import pLimit from 'p-limit';
+import { IN_FLIGHT_PER_TOKEN } from '../../src/api/limits.js';
 import type { StoreConfig } from '../../src/store/open.js';
 import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from '../data/postgres.js';
 import { createToken, createTokens } from '../data/seed.js';
@@ -136,8 +138,14 @@ function follow(url: string, token: string, after: bigint, arrivals = false): Pr
   });
 }
 
+/**
+ * `n` streams of one token, opened at most half its requests in flight at a time: a stream
+ * holds its token's place until it is open, and past the cap the server answers 429
+ * (docs/api.md, "Requests in flight").
+ */
 async function followAll(n: number, url: string, token: string, after: bigint) {
-  return Promise.all(Array.from({ length: n }, () => follow(url, token, after)));
+  const opening = pLimit(IN_FLIGHT_PER_TOKEN / 2);
+  return Promise.all(Array.from({ length: n }, () => opening(() => follow(url, token, after))));
 }
 
 /** Waits (polling every 2 ms) until every stream has an event at or past `position`. */
