@@ -88,6 +88,13 @@ forEachBackend((backend) => {
       );
       assert.ok(positions[0]! > 0n);
       assert.ok(events.every((event) => Math.abs(event.at.getTime() - Date.now()) < 60_000));
+      // The time of each event is its audit entry's, to the millisecond (PostgreSQL reads it
+      // as epoch milliseconds for the feed, as a timestamp for the trail).
+      const trail = await store.audit.list({ afterSeq: positions[0]! - 1n, limit: 10 });
+      assert.deepEqual(
+        events.map((event) => event.at.toISOString()),
+        trail.map((entry) => entry.at.toISOString()),
+      );
       assert.equal(await store.events.head(), positions.at(-1));
       assert.deepEqual(shape(await readAll(store, positions[1])), shape(events.slice(2)));
       assert.deepEqual((await store.events.read(positions.at(-1), 10)).events, []);

@@ -1,4 +1,4 @@
-import { EVENT_COLUMNS, type EventRow, toChangeEvent } from '../event-rows.js';
+import { type EventRow, toChangeEvent } from '../event-rows.js';
 import type { FanOutStep, FanOutWake, WebhookEvents } from '../store.js';
 import {
   type LogEndpoint,
@@ -15,9 +15,9 @@ import {
   WITH_ROOM,
 } from '../webhook-log.js';
 import type { MessageSignal } from '../webhook-rows.js';
-import type { PostgresEventLog } from './plant-events.js';
+import { eventTime, PG_EVENT_COLUMNS, type PostgresEventLog } from './plant-events.js';
 import type { Query } from './query.js';
-import { postgresTime, WEBHOOK_CHANNEL } from './webhooks.js';
+import { WEBHOOK_CHANNEL } from './webhooks.js';
 
 // The fan-out of the log's events into messages (see WebhookEvents), in two statements. The
 // first reads the endpoints furthest behind that have room, each with the events above its
@@ -38,7 +38,7 @@ const withEvents = (endpoints: string, asked: number) => `SELECT r.room, x.* FRO
   LEFT JOIN LATERAL (
     SELECT e.id, e.log_position, e.events, e.pending, a.* FROM (${endpoints}) e
     LEFT JOIN LATERAL (
-      SELECT ${EVENT_COLUMNS} FROM audit_log
+      SELECT ${PG_EVENT_COLUMNS} FROM audit_log
       WHERE seq > e.log_position AND seq <= $1
       ORDER BY seq LIMIT ${asked}) a ON true) x ON true`;
 
@@ -184,6 +184,6 @@ function readBehind(rows: readonly BehindRow[], asked: number): ReadBehind[] {
   return [...endpoints.values()].map(({ endpoint, events }) => {
     // In order as read; sorted all the same, as a join's output order is not promised.
     events.sort((a, b) => (a.seq < b.seq ? -1 : 1));
-    return { endpoint, events: events.map((row) => toChangeEvent(row, postgresTime)), asked };
+    return { endpoint, events: events.map((row) => toChangeEvent(row, eventTime)), asked };
   });
 }
