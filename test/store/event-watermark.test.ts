@@ -88,6 +88,36 @@ describe(`${POSTGRES.name}: the watermark of the changes feed`, { skip: POSTGRES
     t.diagnostic(`plant ${later}: read after the write held open, in order`);
   });
 
+  it("reads an event's time as the audit trail reads it, to the millisecond", async (t) => {
+    const db = await opened(t);
+    const c = await db.client();
+    // plantstore writes whole milliseconds; these by hand are finer, one before 1970. The feed
+    // reads the time as epoch milliseconds, the trail as a timestamp pg parses: both cut.
+    const written = [
+      '2026-11-29 22:30:46.1236+00',
+      '2026-11-29 22:30:46.9996+00',
+      '1960-01-01 00:00:00.1236+00',
+      '2026-11-29 22:30:46.5+00',
+    ];
+    for (const at of written) {
+      await c.query(
+        `INSERT INTO audit_log (at, action, plant_id, after_name) VALUES ($1, 'create', 7, 'x')`,
+        [at],
+      );
+    }
+    await db.store.events.settle!();
+    const events = (await db.store.events.read(undefined, 10)).events;
+    const trail = await db.store.audit.list({ limit: 10 });
+    const iso = (dates: Date[]) => dates.map((at) => at.toISOString());
+    assert.deepEqual(iso(events.map((e) => e.at)), [
+      '2026-11-29T22:30:46.123Z',
+      '2026-11-29T22:30:46.999Z',
+      '1960-01-01T00:00:00.123Z',
+      '2026-11-29T22:30:46.500Z',
+    ]);
+    assert.deepEqual(iso(events.map((e) => e.at)), iso(trail.map((e) => e.at)));
+  });
+
   it('waits for none but the writes: a session idle in transaction holds back nothing', async (t) => {
     const db = await opened(t);
     // A session idle in transaction, as a pg_dump or a forgotten psql: no write of the trail.

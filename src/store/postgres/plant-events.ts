@@ -35,18 +35,20 @@ export const STILL_WRITING = `SELECT count(*) AS n FROM pg_locks
     AND mode = 'RowExclusiveLock' AND granted AND virtualtransaction = ANY($1::text[])`;
 
 // An event's columns as read here and by the webhooks' fan-out: its time as epoch milliseconds
-// (float8), not a timestamptz, which pg parses field by field (postgres-date) at about a
-// microsecond a row. A read of 150 events: the server's CPU 357 to 429 µs → 229 to 241, the
-// database's 145 to 160 either way (extract(), numeric, would cost it 40 µs more; see
-// bench/HISTORY.md). Rounded, not truncated, and exact: every `at` is written from the
-// server's clock in whole milliseconds, which date_part's float8 holds to well under one.
+// (int8), not a timestamptz, which pg parses field by field (postgres-date) at about a
+// microsecond a row. A read of 150 events: the server's CPU 372 to 460 µs → 282 to 317, the
+// database's the same (170 to 200 µs; extract(), numeric, costs it 40 µs more; see
+// bench/HISTORY.md). Cut to the millisecond first, as pg's parser cuts a Date's (before 1970
+// too), so a time read here is the audit trail's; every `at` plantstore writes is whole
+// milliseconds anyway, which date_part's float8 holds to well under one, so the rounding is
+// exact. int8, not float8: a float's text depends on the session's extra_float_digits.
 export const PG_EVENT_COLUMNS = EVENT_COLUMNS.replace(
   /\bat\b/,
-  "round(date_part('epoch', at) * 1000) AS at",
+  "round(date_part('epoch', date_trunc('milliseconds', at)) * 1000)::int8 AS at",
 );
 
-/** The time of an event as PG_EVENT_COLUMNS reads it. */
-export const eventTime = (value: unknown): Date => new Date(value as number);
+/** The time of an event as PG_EVENT_COLUMNS reads it (int8 arrives as a bigint). */
+export const eventTime = (value: unknown): Date => new Date(Number(value as bigint));
 
 // A page and the horizon in one snapshot: a prune of the trail deletes its entries and moves
 // the horizon together, so a page never lacks an event without the horizon saying so. The
