@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as wait } from 'node:timers/promises';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
@@ -51,7 +52,10 @@ export function cleanEnv(): NodeJS.ProcessEnv {
  */
 export async function awayFromMidnight(ms: number): Promise<void> {
   const left = 86_400_000 - (Date.now() % 86_400_000);
-  if (left < ms) await sleep(left + 100);
+  // A timer that keeps the process alive: called before any server is started, the wait may
+  // be all there is, and with `sleep`'s the test process ran out of work and node:test
+  // cancelled the test (CI at 23:59 UTC, 2026-11-29).
+  if (left < ms) await wait(left + 100);
 }
 
 /** Resolves after `ms` without keeping the test process alive. */
