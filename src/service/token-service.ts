@@ -63,7 +63,7 @@ export class TokenService {
   /** Lookups of unseen tokens: so many at once, the others in line, first in first out. */
   private readonly unseenLookups: LimitFunction;
   /** Lookups of unseen tokens running and waiting, at most. */
-  private readonly unseenLookupsMax: number;
+  private readonly unseenLookupsRoom: number;
   private readonly cacheMax: number;
   /**
    * Where eviction goes on: at the oldest entry left. A new `keys()` would walk from the
@@ -86,7 +86,7 @@ export class TokenService {
     this.now = now;
     this.log = log;
     this.unseenLookups = pLimit(unseenLookupsMax);
-    this.unseenLookupsMax = unseenLookupsMax + unseenLookupsWaiting;
+    this.unseenLookupsRoom = unseenLookupsMax + unseenLookupsWaiting;
   }
 
   /** Returns the token itself, which is never stored and cannot be shown again. */
@@ -153,7 +153,7 @@ export class TokenService {
   mayCheck(token: string): boolean {
     const { activeCount, pendingCount } = this.unseenLookups;
     return (
-      activeCount + pendingCount < this.unseenLookupsMax ||
+      activeCount + pendingCount < this.unseenLookupsRoom ||
       this.inFlight.has(token) ||
       this.knownValid(token)
     );

@@ -10,11 +10,15 @@ import { type DeliveryStatus, isWebhookEvent, type WebhookEvent } from '../core/
 import type { ClaimedMessage } from './store.js';
 
 // What both adapters share for webhooks: row mapping (SQLite keeps times as Unix
-// milliseconds, PostgreSQL as timestamptz; each adapter passes its own reader of a time),
+// milliseconds, PostgreSQL as timestamptz, which its event reads select as milliseconds too;
+// each adapter passes its reader of a time),
 // and the in-process signal that wakes the dispatcher after a commit.
 
 /** A stored time as a Date: an adapter's reader of its own time columns. */
 export type TimeReader = (value: unknown) => Date;
+
+/** A time stored or read as epoch milliseconds (SQLite's columns, PostgreSQL's event reads). */
+export const epochMillis: TimeReader = (value) => new Date(Number(value));
 
 /** Events as stored (space-separated). Unknown ones (from a newer version) are dropped. */
 export const eventsFromText = (text: string): WebhookEvent[] =>

@@ -14,8 +14,8 @@ import {
   STALLED_SCAN,
   WITH_ROOM,
 } from '../webhook-log.js';
-import type { MessageSignal } from '../webhook-rows.js';
-import { eventTime, PG_EVENT_COLUMNS, type PostgresEventLog } from './plant-events.js';
+import { epochMillis, type MessageSignal } from '../webhook-rows.js';
+import { PG_EVENT_COLUMNS, type PostgresEventLog } from './plant-events.js';
 import type { Query } from './query.js';
 import { WEBHOOK_CHANNEL } from './webhooks.js';
 
@@ -184,6 +184,6 @@ function readBehind(rows: readonly BehindRow[], asked: number): ReadBehind[] {
   return [...endpoints.values()].map(({ endpoint, events }) => {
     // In order as read; sorted all the same, as a join's output order is not promised.
     events.sort((a, b) => (a.seq < b.seq ? -1 : 1));
-    return { endpoint, events: events.map((row) => toChangeEvent(row, eventTime)), asked };
+    return { endpoint, events: events.map((row) => toChangeEvent(row, epochMillis)), asked };
   });
 }

@@ -14,6 +14,7 @@ import {
   type AttemptRow,
   ENDPOINT_COLUMNS,
   type EndpointRow,
+  epochMillis,
   eventsToText,
   MESSAGE_COLUMNS,
   type MessageRow,
@@ -25,7 +26,7 @@ import { RESUMED_POSITION } from '../webhook-log.js';
 import { batchedWrites, guard } from './query.js';
 
 /** SQLite keeps times as Unix milliseconds (read as bigint with safe integers). */
-export const sqliteTime = (value: unknown): Date => new Date(Number(value));
+export const sqliteTime = epochMillis;
 
 function prepare(db: Database.Database) {
   const deliveryPage = (where: string) =>
