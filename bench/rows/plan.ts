@@ -5,7 +5,7 @@
  * group here (and its scenario to scenarios.ts beside this file).
  */
 import type { Role } from '../harness/turn.js';
-import type { ScenarioId } from './scenarios.js';
+import { SCENARIOS, type ScenarioId } from './scenarios.js';
 
 /** Which seeded data a contender gets a copy of. */
 export type DataSet =
@@ -168,8 +168,23 @@ const POSTGRES_SIZES: RowPlan = {
   yardstick: 'plantstore postgres 10k',
 };
 
-/** Every group of a full run, in the order they run; `connections` is the main figure (64). */
+/**
+ * Every group of a full run, in the order they run; `connections` is the main figure (64).
+ * Each phase runs its reads before its writes: a server keeps its copy of the data from group
+ * to group, and the write groups delete and refill plants every turn, each copy as many as its
+ * server served. A copy after 20 such turns had 18% more pages (refilled pages split half
+ * full), and the bare yardstick read it 4 to 5% slower than a fresh copy: read groups after
+ * the writes compared copies laid out differently, and their self-checks read 1.06 and 1.10
+ * where the write groups' read 0.99 and 1.02 (bench/HISTORY.md, 2026-11-29 late night).
+ */
 export function fullPlan(connections: number): GroupPlan[] {
+  const groups = writtenPlan(connections);
+  const writes = (g: GroupPlan) => SCENARIOS[g.scenario].writes;
+  return [...groups.filter((g) => !writes(g)), ...groups.filter(writes)];
+}
+
+/** The groups of a full run as written below, reads and writes mixed. */
+function writtenPlan(connections: number): GroupPlan[] {
   const groups: GroupPlan[] = [];
   for (const scenario of ALL) {
     const rows: RowPlan[] = [
