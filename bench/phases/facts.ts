@@ -143,6 +143,12 @@ export interface HistoryRun {
   /** Requests answered (deliveries), or runs of the command (audit). */
   samples: number;
   /**
+   * On the large size: its p50 over the small size's, the median of the rounds' ratios and
+   * the lowest and highest round (both sizes alternate, so that the machine's drift between
+   * two measurements minutes apart is not read as the data's cost).
+   */
+  vsSmall?: { ratio: number; spread: [number, number] };
+  /**
    * Cores' worth of CPU that neither the server, its PostgreSQL backends, wrk, the CLI nor
    * this harness used (the audit command's own backend counts here: it is gone when the
    * command is): someone else's load. Above LIMITS.otherMax the run is invalid.
@@ -151,6 +157,8 @@ export interface HistoryRun {
 }
 
 export interface HistoryFacts {
+  /** Rounds of deliveries turns, one turn on each size a round. */
+  rounds: number;
   runs: HistoryRun[];
   problems: string[];
 }

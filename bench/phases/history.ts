@@ -7,6 +7,7 @@
  *     for a plant in the middle: the CLI's whole run, start to exit.
  * The messages, attempts and audit entries are written straight to the database, as the
  * store writes them; the endpoint and a webhooks:read token through the store's own code.
+ * Both sizes of a database are measured in alternating turns (see measureSizes).
  */
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -15,13 +16,20 @@ import Database from 'better-sqlite3';
 import type pg from 'pg';
 import { TokenService } from '../../src/service/token-service.js';
 import { openStore, type StoreConfig } from '../../src/store/open.js';
-import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from '../data/postgres.js';
+import {
+  BENCH_POSTGRES_URL,
+  loopbackPort,
+  reachable,
+  type SeededSchema,
+  seedSchema,
+} from '../data/postgres.js';
 import { seedSqlite } from '../data/seed.js';
 import { childrenCpuSeconds, cpuOf, cpuSince, machineCpu, treeCpuSeconds } from '../harness/cpu.js';
 import {
   hasTaskset,
   PLANTSTORE_BIN,
   ROOT,
+  type Server,
   type ServerSpec,
   startServer,
   stop,
@@ -150,119 +158,192 @@ interface Where {
   spec: (logLevel: string) => ServerSpec;
 }
 
-async function measure(
+/** One size's store: its entries, its endpoint, a token allowed to read it, and where it is. */
+interface Sized {
+  n: number;
+  endpoint: bigint;
+  tokensFile: string;
+  where: Where;
+}
+
+/** One timed turn of deliveries reads. */
+interface DeliveriesTurn {
+  p50us: number;
+  p99us: number;
+  requests: number;
+  errors: number;
+  otherCores?: number;
+}
+
+const ratioOf = (ratios: number[]): HistoryRun['vsSmall'] => ({
+  ratio: median(ratios),
+  spread: [Math.min(...ratios), Math.max(...ratios)],
+});
+
+/**
+ * Both sizes of one database, measured in alternating order (small, large; large, small;
+ * ...), so that each round's ratio compares two measurements taken moments apart: one after
+ * the other, minutes apart, a slow machine's drift read 1.71x in one run and 0.66x in the
+ * next for the same code (bench/HISTORY.md).
+ */
+async function measureSizes(
   ctx: PhaseContext,
-  w: Where,
-  n: number,
-  endpoint: bigint,
-  tokensFile: string,
+  [small, large]: [Sized, Sized],
   facts: HistoryFacts,
 ): Promise<void> {
-  const server = await startServer(
-    `history ${w.database} ${n}`,
-    w.spec(ctx.at.logLevel),
-    ctx.at.serverCores,
-  );
+  const servers: Server[] = [];
   try {
-    const load = {
-      mode: 'static',
-      method: 'GET',
-      path: `/webhooks/${endpoint}/deliveries`,
-    } as const;
-    const turn = (seconds: number) =>
-      runWrk({
-        url: server.url,
-        connections: 1,
-        seconds,
-        tokensFile,
-        load,
-        plants: 1,
-        start: 0,
-        seed: 1,
-        ...(ctx.wrkCore !== undefined && { core: ctx.wrkCore }),
-      });
-    await turn(1);
-    const dbBefore = cpuOf(await w.backends?.(server.pid));
-    const cpu = treeCpuSeconds(server.pid) ?? NaN;
+    for (const s of [small, large]) {
+      const name = `history ${s.where.database} ${s.n}`;
+      servers.push(await startServer(name, s.where.spec(ctx.at.logLevel), ctx.at.serverCores));
+    }
+    await deliveries(ctx, [small, large], servers, facts);
+  } finally {
+    for (const server of servers) await stop(server);
+  }
+  audits(ctx, [small, large], facts);
+}
+
+async function deliveries(
+  ctx: PhaseContext,
+  sizes: [Sized, Sized],
+  servers: Server[],
+  facts: HistoryFacts,
+): Promise<void> {
+  const turn = (i: number, seconds: number) =>
+    runWrk({
+      url: servers[i]!.url,
+      connections: 1,
+      seconds,
+      tokensFile: sizes[i]!.tokensFile,
+      load: { mode: 'static', method: 'GET', path: `/webhooks/${sizes[i]!.endpoint}/deliveries` },
+      plants: 1,
+      start: 0,
+      seed: 1,
+      ...(ctx.wrkCore !== undefined && { core: ctx.wrkCore }),
+    });
+  const timed = async (i: number): Promise<DeliveriesTurn> => {
+    const { where } = sizes[i]!;
+    const pid = servers[i]!.pid;
+    const dbBefore = cpuOf(await where.backends?.(pid));
+    const cpu = treeCpuSeconds(pid) ?? NaN;
     const machine = machineCpu();
     const harness = process.cpuUsage();
     const started = performance.now();
-    const wrk = await turn(Math.max(2, ctx.turnSeconds));
-    const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - cpu;
+    const wrk = await turn(i, ctx.turnSeconds);
+    const serverCpu = (treeCpuSeconds(pid) ?? NaN) - cpu;
     const seconds = (performance.now() - started) / 1000;
-    const dbCpu = w.backends ? cpuSince(dbBefore, cpuOf(await w.backends(server.pid))) : 0;
+    const dbCpu = where.backends ? cpuSince(dbBefore, cpuOf(await where.backends(pid))) : 0;
     const other = otherCores(machine, harness, serverCpu + dbCpu + wrk.cpuSeconds, seconds);
-    const errors = wrk.connect + wrk.read + wrk.write + wrk.status + wrk.timeout;
-    if (errors > 0) facts.problems.push(`${w.database} ${n}: deliveries, ${errors} errors`);
+    return {
+      p50us: wrk.p50us,
+      p99us: wrk.p99us,
+      requests: wrk.requests,
+      errors: wrk.connect + wrk.read + wrk.write + wrk.status + wrk.timeout,
+      ...(other !== undefined && { otherCores: other }),
+    };
+  };
+  for (const i of [0, 1]) await turn(i, 1);
+  const turns: DeliveriesTurn[][] = [[], []];
+  const ratios: number[] = [];
+  for (let round = 0; round < ctx.rounds; round++) {
+    for (const i of round % 2 === 0 ? [0, 1] : [1, 0]) turns[i]!.push(await timed(i));
+    ratios.push(turns[1]!.at(-1)!.p50us / turns[0]!.at(-1)!.p50us);
+  }
+  for (const i of [0, 1]) {
+    const { where, n } = sizes[i]!;
+    const mine = turns[i]!;
+    const errors = mine.reduce((sum, t) => sum + t.errors, 0);
+    if (errors > 0) facts.problems.push(`${where.database} ${n}: deliveries, ${errors} errors`);
+    const others = mine.flatMap((t) => (t.otherCores === undefined ? [] : [t.otherCores]));
     record(facts, {
-      database: w.database,
+      database: where.database,
       entries: n,
       what: 'deliveries',
-      p50ms: wrk.p50us / 1000,
-      p99ms: wrk.p99us / 1000,
-      samples: wrk.requests,
-      ...(other !== undefined && { otherCores: other }),
+      p50ms: median(mine.map((t) => t.p50us)) / 1000,
+      p99ms: median(mine.map((t) => t.p99us)) / 1000,
+      samples: mine.reduce((sum, t) => sum + t.requests, 0),
+      ...(others.length > 0 && { otherCores: median(others) }),
+      ...(i === 1 && { vsSmall: ratioOf(ratios) }),
     });
-  } finally {
-    await stop(server);
   }
-  // The plant in the middle: one entry, found among all of them.
-  const argv = [
-    process.execPath,
-    PLANTSTORE_BIN,
-    'audit',
-    ...w.args,
-    '--plant',
-    String(Math.ceil(n / 2)),
-  ];
+}
+
+/** `plantstore audit --plant` on each size in turn, pinned beside wrk's core when it can be. */
+function audits(ctx: PhaseContext, sizes: [Sized, Sized], facts: HistoryFacts): void {
   const pinned = ctx.wrkCore !== undefined && hasTaskset ? ['taskset', '-c', `${ctx.wrkCore}`] : [];
   // In a shell whose `times` gives the command's CPU once it exits.
   const script = '"$@"; code=$?; times >&2; exit $code';
-  const args = ['-c', script, 'bash', ...pinned, ...argv];
-  const times: number[] = [];
+  // The plant in the middle: one entry, found among all of them.
+  const argsOf = ({ n, where }: Sized) => [
+    '-c',
+    script,
+    'bash',
+    ...pinned,
+    process.execPath,
+    PLANTSTORE_BIN,
+    'audit',
+    ...where.args,
+    '--plant',
+    String(Math.ceil(n / 2)),
+  ];
+  const times: number[][] = [[], []];
+  const ratios: number[] = [];
   let cliCpu = 0;
   let machine = machineCpu();
   let harness = process.cpuUsage();
   for (let i = 0; i <= AUDIT_RUNS; i++) {
-    // The run not counted is not in the load's reading either.
+    // The pair not counted is not in the load's reading either.
     if (i === 1) [machine, harness] = [machineCpu(), process.cpuUsage()];
-    const started = performance.now();
-    const run = spawnSync('bash', args, { cwd: ROOT, encoding: 'utf8' });
-    const ms = performance.now() - started;
-    if (run.status !== 0 || !run.stdout.includes('create')) {
-      facts.problems.push(`${w.database} ${n}: audit exited ${run.status}: ${run.stderr.trim()}`);
-      return;
+    const pair: number[] = [];
+    for (const k of i % 2 === 0 ? [0, 1] : [1, 0]) {
+      const sized = sizes[k]!;
+      const started = performance.now();
+      const run = spawnSync('bash', argsOf(sized), { cwd: ROOT, encoding: 'utf8' });
+      const ms = performance.now() - started;
+      if (run.status !== 0 || !run.stdout.includes('create')) {
+        const where = `${sized.where.database} ${sized.n}`;
+        facts.problems.push(`${where}: audit exited ${run.status}: ${run.stderr.trim()}`);
+        return;
+      }
+      pair[k] = ms;
+      if (i > 0) {
+        times[k]!.push(ms);
+        cliCpu += childrenCpuSeconds(run.stderr) ?? NaN;
+      }
     }
-    if (i > 0) {
-      times.push(ms);
-      cliCpu += childrenCpuSeconds(run.stderr) ?? NaN;
-    }
+    if (i > 0) ratios.push(pair[1]! / pair[0]!);
   }
-  const total = times.reduce((sum, t) => sum + t, 0) / 1000;
+  const total = times.flat().reduce((sum, t) => sum + t, 0) / 1000;
   const other = otherCores(machine, harness, cliCpu, total);
-  record(facts, {
-    database: w.database,
-    entries: n,
-    what: 'audit',
-    p50ms: median(times),
-    p99ms: Math.max(...times),
-    samples: times.length,
-    ...(other !== undefined && { otherCores: other }),
-  });
+  for (const k of [0, 1]) {
+    record(facts, {
+      database: sizes[k]!.where.database,
+      entries: sizes[k]!.n,
+      what: 'audit',
+      p50ms: median(times[k]!),
+      p99ms: Math.max(...times[k]!),
+      samples: times[k]!.length,
+      ...(other !== undefined && { otherCores: other }),
+      ...(k === 1 && { vsSmall: ratioOf(ratios) }),
+    });
+  }
 }
 
 function logRuns(ctx: PhaseContext, facts: HistoryFacts): void {
-  for (const r of facts.runs.slice(-2)) {
+  for (const r of facts.runs.slice(-4)) {
+    const ratio = r.vsSmall === undefined ? '' : `, ${r.vsSmall.ratio.toFixed(2)}x the small`;
     ctx.log(
       `${r.what}, ${r.database}, ${r.entries} kept: p50 ${r.p50ms.toFixed(2)} ms, ` +
-        `${r.what === 'audit' ? 'slowest' : 'p99'} ${r.p99ms.toFixed(2)} ms`,
+        `${r.what === 'audit' ? 'slowest' : 'p99'} ${r.p99ms.toFixed(2)} ms${ratio}`,
     );
   }
 }
 
 export async function historyPhase(ctx: PhaseContext): Promise<HistoryFacts> {
-  const facts: HistoryFacts = { runs: [], problems: [] };
+  const facts: HistoryFacts = { rounds: ctx.rounds, runs: [], problems: [] };
   const sizes = [ctx.facts.smallPlants, ctx.facts.largePlants];
+  const sqlite: Sized[] = [];
   for (const n of sizes) {
     const db = join(ctx.dir, `history-${n}.db`);
     const tokensFile = join(ctx.dir, `history-${n}.tokens`);
@@ -275,19 +356,27 @@ export async function historyPhase(ctx: PhaseContext): Promise<HistoryFacts> {
       durability: 'power',
       logLevel,
     });
-    const where: Where = { database: 'SQLite', args: ['--db', db], spec };
-    await measure(ctx, where, n, endpoint, tokensFile, facts);
-    logRuns(ctx, facts);
+    sqlite.push({
+      n,
+      endpoint,
+      tokensFile,
+      where: { database: 'SQLite', args: ['--db', db], spec },
+    });
   }
+  await measureSizes(ctx, [sqlite[0]!, sqlite[1]!], facts);
+  logRuns(ctx, facts);
   const answer = await reachable(BENCH_POSTGRES_URL);
   if (answer !== true) {
     facts.problems.push(`no PostgreSQL at PLANTSTORE_BENCH_DATABASE_URL (${answer})`);
     return facts;
   }
-  for (const n of sizes) {
-    const tokensFile = join(ctx.dir, `history-postgres-${n}.tokens`);
-    const schema = await seedSchema(BENCH_POSTGRES_URL, n, `${tokensFile}.plants`);
-    try {
+  const schemas: SeededSchema[] = [];
+  try {
+    const postgres: Sized[] = [];
+    for (const n of sizes) {
+      const tokensFile = join(ctx.dir, `history-postgres-${n}.tokens`);
+      const schema = await seedSchema(BENCH_POSTGRES_URL, n, `${tokensFile}.plants`);
+      schemas.push(schema);
       const config = { db: '', databaseUrl: schema.url };
       const endpoint = await endpointAndToken(config, tokensFile);
       await fillPostgres(schema.keeper.client, endpoint, n);
@@ -297,22 +386,17 @@ export async function historyPhase(ctx: PhaseContext): Promise<HistoryFacts> {
         durability: 'power',
         logLevel,
       });
-      const args = ['--database-url', schema.url];
       const port = loopbackPort(schema.url);
       const backends =
         port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
-      await measure(
-        ctx,
-        { database: 'PostgreSQL', args, spec, ...(backends && { backends }) },
-        n,
-        endpoint,
-        tokensFile,
-        facts,
-      );
-      logRuns(ctx, facts);
-    } finally {
-      await schema.drop();
+      const args = ['--database-url', schema.url];
+      const where: Where = { database: 'PostgreSQL', args, spec, ...(backends && { backends }) };
+      postgres.push({ n, endpoint, tokensFile, where });
     }
+    await measureSizes(ctx, [postgres[0]!, postgres[1]!], facts);
+    logRuns(ctx, facts);
+  } finally {
+    for (const schema of schemas) await schema.drop();
   }
   return facts;
 }

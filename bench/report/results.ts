@@ -114,9 +114,13 @@ function historySection(facts: Facts): string {
 
 A plantstore server (SQLite with power durability, or PostgreSQL) with as many webhook messages
 kept for one endpoint (each delivered in one attempt) and audit entries (one create per plant) as
-plants, written straight to the database: \`GET /webhooks/{id}/deliveries\` (the first page) by wrk
-at one connection after a warm-up turn; \`plantstore audit --plant <id>\` for a plant in the middle,
-the whole command, 5 runs after one not counted. The run is invalid when a request failed, or
+plants, written straight to the database, one server on each size: \`GET /webhooks/{id}/deliveries\`
+(the first page) by wrk at one connection, a warm-up turn each, then ${facts.history!.rounds}
+rounds of one turn on each size in alternating order (small, large; large, small; ...);
+\`plantstore audit --plant <id>\` for a plant in the middle, the whole command, one run on each
+size in alternating order, 5 pairs after one not counted. p50 and p99 are medians over the turns;
+the ratio of the targets is the median of the rounds' ratios (of the pairs' for the audit). The
+run is invalid when a request failed, or
 when other processes used more than ${LIMITS.otherMax} cores meanwhile (the server's PostgreSQL
 backends are known; the audit command's own backend counts as another's).
 

@@ -412,10 +412,11 @@ function historyChecks(facts: Facts): Check[] {
         out.push({ target, measured: 'not measured', met: undefined });
         continue;
       }
-      const ratio = big.p50ms / little.p50ms;
+      const ratio = big.vsSmall?.ratio ?? big.p50ms / little.p50ms;
+      const spread = big.vsSmall === undefined ? '' : rounds(big.vsSmall.spread);
       out.push({
         target,
-        measured: `${ms(big.p50ms)} vs ${ms(little.p50ms)} (${x(ratio)})`,
+        measured: `${ms(big.p50ms)} vs ${ms(little.p50ms)}: ${x(ratio)}${spread}`,
         met: Math.abs(ratio - 1) <= 0.15,
       });
     }

@@ -241,11 +241,40 @@ describe('checks', () => {
       run(10_000, 'audit', 300),
       run(1_000_000, 'audit', 400),
     ];
-    const all = checks([], { ...facts, history: { runs, problems: [] } });
+    const all = checks([], { ...facts, history: { rounds: 8, runs, problems: [] } });
     const verdicts = all
       .filter((c) => /deliveries|audit/.test(c.target) && c.target.includes('PostgreSQL'))
       .map((c) => c.met);
     assert.deepEqual(verdicts, [true, false]);
+  });
+
+  it('judges the sizes by the median of the rounds’ ratios where the turns alternated', () => {
+    const run = (entries: number, p50ms: number, vsSmall?: HistoryRun['vsSmall']): HistoryRun => ({
+      database: 'SQLite',
+      entries,
+      what: 'deliveries',
+      p50ms,
+      p99ms: p50ms * 2,
+      samples: 500,
+      ...(vsSmall && { vsSmall }),
+    });
+    const verdict = (runs: HistoryRun[]) =>
+      checks([], { ...facts, history: { rounds: 8, runs, problems: [] } }).find((c) =>
+        c.target.startsWith('GET /webhooks/{id}/deliveries (SQLite'),
+      );
+    // The medians of the turns 1.7 times apart, while each round read the sizes alike: a drift.
+    const drifted = verdict([
+      run(10_000, 0.93),
+      run(1_000_000, 1.58, { ratio: 1.02, spread: [0.9, 1.3] }),
+    ]);
+    assert.equal(drifted?.met, true);
+    assert.match(drifted?.measured ?? '', /1\.02× \(rounds 0\.90 to 1\.30\)/);
+    // Each round's large size slower by half: the data's cost, whatever the medians.
+    const slower = verdict([
+      run(10_000, 1.0),
+      run(1_000_000, 1.0, { ratio: 1.5, spread: [1.4, 1.6] }),
+    ]);
+    assert.equal(slower?.met, false);
   });
 
   it("holds a healthy endpoint's lag beside hung ones to its lag alone plus 2 s", () => {
