@@ -4,7 +4,8 @@
  * Lines per second over the whole process, from its start to its exit.
  *
  * On each database (SQLite, power durability; PostgreSQL) and each size (the large and the
- * small data set), one server on fresh data imports three files in turn:
+ * small data set), one server on fresh data imports three files in turn (the two sizes'
+ * servers side by side, kind by kind: see importRuns):
  *   1. lines without ids, on the fresh store;
  *   2. lines with ids, every other id above the server's counter (the ids clients choose
  *      where the server would have gone on);
@@ -97,77 +98,97 @@ interface Target {
   backends?: (serverPid: number) => Promise<number[] | undefined>;
 }
 
-/** The three imports into one server, in order. */
-async function importRuns(ctx: PhaseContext, t: Target, lines: number, facts: ImportFacts) {
-  const server = await startServer(
-    `import ${t.database} ${t.plants}`,
-    t.spec(ctx.at.logLevel),
-    ctx.at.serverCores,
-  );
-  const token = readFileSync(t.tokensFile, 'utf8').split('\n')[0]!;
+/**
+ * The three imports into each size's server, both up at once, kind by kind, the sizes in
+ * alternating order (small, large; large, small; ...): the imports a target compares run
+ * seconds apart, not the minutes that the small store's three imports took before the
+ * large one's first, in which a slow machine's speed moved enough to fail a target.
+ */
+async function importRuns(ctx: PhaseContext, targets: Target[], lines: number, facts: ImportFacts) {
+  const servers: Server[] = [];
   try {
-    for (const kind of IMPORT_KINDS) {
-      // After the first import the counter is at plants + lines: the clients' ids go above it.
-      const file = join(ctx.dir, `import-${t.database}-${t.plants}-${kind.replace(/ /g, '-')}`);
-      writeFileSync(file, importLines(lines, kind, t.plants + lines + 2));
-      const dbBefore = cpuOf(await t.backends?.(server.pid));
-      const cpu = treeCpuSeconds(server.pid);
-      const machine = machineCpu();
-      const harness = process.cpuUsage();
-      const imported = await runImport(server, token, file, ctx.wrkCore);
-      const { seconds, code, stderr } = imported;
-      const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - (cpu ?? NaN);
-      const after = machineCpu();
-      const usage = process.cpuUsage(harness);
-      const dbCpu = t.backends ? cpuSince(dbBefore, cpuOf(await t.backends(server.pid))) : 0;
-      const created = createdCount(stderr);
-      if (code !== 0 || created !== lines) {
-        facts.problems.push(
-          `${t.database} ${t.plants}, ${kind}: the import exited with ${code}, ` +
-            `${created ?? 'no'} of ${lines} lines created: ${stderr.trim().slice(-200)}`,
-        );
-      }
-      const run: ImportRun = {
-        database: t.database,
-        plants: t.plants,
-        kind,
-        lines,
-        seconds,
-        linesPerSecond: lines / seconds,
-      };
-      if (Number.isFinite(serverCpu)) run.serverCpuUs = (serverCpu / lines) * 1e6;
-      if (imported.cpu !== undefined) run.cliCpuUs = (imported.cpu / lines) * 1e6;
-      if (t.backends) run.dbCpuUs = (dbCpu / lines) * 1e6;
-      if (
-        machine !== undefined &&
-        after !== undefined &&
-        Number.isFinite(serverCpu) &&
-        imported.cpu !== undefined
-      ) {
-        const known = serverCpu + dbCpu + imported.cpu + (usage.user + usage.system) / 1e6;
-        run.otherCores = (after.busy - machine.busy - known) / seconds;
-        if (run.otherCores > LIMITS.otherMax) {
-          facts.problems.push(
-            `${t.database} ${t.plants}, ${kind}: other processes used ` +
-              `${run.otherCores.toFixed(2)} cores (limit ${LIMITS.otherMax})`,
-          );
-        }
-      }
-      facts.runs.push(run);
-      ctx.log(
-        `import, ${t.database}, ${t.plants} plants, ${kind}: ${lines} lines in ` +
-          `${seconds.toFixed(2)} s, ${run.linesPerSecond.toFixed(0)} lines/s`,
-      );
+    for (const t of targets) {
+      const name = `import ${t.database} ${t.plants}`;
+      servers.push(await startServer(name, t.spec(ctx.at.logLevel), ctx.at.serverCores));
+    }
+    for (const [k, kind] of IMPORT_KINDS.entries()) {
+      const order = targets.map((_, i) => i);
+      if (k % 2 === 1) order.reverse();
+      for (const i of order) await importOnce(ctx, targets[i]!, servers[i]!, kind, lines, facts);
     }
   } finally {
-    await stop(server);
-    await t.done();
+    for (const server of servers) await stop(server);
+    for (const t of targets) await t.done();
   }
+}
+
+/** One import of `kind` into `t`'s running server, recorded in `facts`. */
+async function importOnce(
+  ctx: PhaseContext,
+  t: Target,
+  server: Server,
+  kind: ImportKind,
+  lines: number,
+  facts: ImportFacts,
+): Promise<void> {
+  const token = readFileSync(t.tokensFile, 'utf8').split('\n')[0]!;
+  // After the first import the counter is at plants + lines: the clients' ids go above it.
+  const file = join(ctx.dir, `import-${t.database}-${t.plants}-${kind.replace(/ /g, '-')}`);
+  writeFileSync(file, importLines(lines, kind, t.plants + lines + 2));
+  const dbBefore = cpuOf(await t.backends?.(server.pid));
+  const cpu = treeCpuSeconds(server.pid);
+  const machine = machineCpu();
+  const harness = process.cpuUsage();
+  const imported = await runImport(server, token, file, ctx.wrkCore);
+  const { seconds, code, stderr } = imported;
+  const serverCpu = (treeCpuSeconds(server.pid) ?? NaN) - (cpu ?? NaN);
+  const after = machineCpu();
+  const usage = process.cpuUsage(harness);
+  const dbCpu = t.backends ? cpuSince(dbBefore, cpuOf(await t.backends(server.pid))) : 0;
+  const created = createdCount(stderr);
+  if (code !== 0 || created !== lines) {
+    facts.problems.push(
+      `${t.database} ${t.plants}, ${kind}: the import exited with ${code}, ` +
+        `${created ?? 'no'} of ${lines} lines created: ${stderr.trim().slice(-200)}`,
+    );
+  }
+  const run: ImportRun = {
+    database: t.database,
+    plants: t.plants,
+    kind,
+    lines,
+    seconds,
+    linesPerSecond: lines / seconds,
+  };
+  if (Number.isFinite(serverCpu)) run.serverCpuUs = (serverCpu / lines) * 1e6;
+  if (imported.cpu !== undefined) run.cliCpuUs = (imported.cpu / lines) * 1e6;
+  if (t.backends) run.dbCpuUs = (dbCpu / lines) * 1e6;
+  if (
+    machine !== undefined &&
+    after !== undefined &&
+    Number.isFinite(serverCpu) &&
+    imported.cpu !== undefined
+  ) {
+    const known = serverCpu + dbCpu + imported.cpu + (usage.user + usage.system) / 1e6;
+    run.otherCores = (after.busy - machine.busy - known) / seconds;
+    if (run.otherCores > LIMITS.otherMax) {
+      facts.problems.push(
+        `${t.database} ${t.plants}, ${kind}: other processes used ` +
+          `${run.otherCores.toFixed(2)} cores (limit ${LIMITS.otherMax})`,
+      );
+    }
+  }
+  facts.runs.push(run);
+  ctx.log(
+    `import, ${t.database}, ${t.plants} plants, ${kind}: ${lines} lines in ` +
+      `${seconds.toFixed(2)} s, ${run.linesPerSecond.toFixed(0)} lines/s`,
+  );
 }
 
 export async function importPhase(ctx: PhaseContext, lines: number): Promise<ImportFacts> {
   const facts: ImportFacts = { lines, runs: [], problems: [] };
   const sizes = [ctx.facts.smallPlants, ctx.facts.largePlants];
+  const sqlite: Target[] = [];
   for (const plants of sizes) {
     const db = join(ctx.dir, `import-${plants}.db`);
     const tokensFile = join(ctx.dir, `import-${plants}.tokens`);
@@ -178,37 +199,41 @@ export async function importPhase(ctx: PhaseContext, lines: number): Promise<Imp
       durability: 'power',
       logLevel,
     });
-    await importRuns(
-      ctx,
-      { database: 'SQLite', plants, spec, tokensFile, done: async () => {} },
-      lines,
-      facts,
-    );
+    sqlite.push({ database: 'SQLite', plants, spec, tokensFile, done: async () => {} });
   }
+  await importRuns(ctx, sqlite, lines, facts);
   const answer = await reachable(BENCH_POSTGRES_URL);
   if (answer !== true) {
     facts.problems.push(`no PostgreSQL at PLANTSTORE_BENCH_DATABASE_URL (${answer})`);
     return facts;
   }
-  for (const plants of sizes) {
-    const tokensFile = join(ctx.dir, `import-postgres-${plants}.tokens`);
-    const schema = await seedSchema(BENCH_POSTGRES_URL, plants, tokensFile);
-    const spec = (logLevel: string): ServerSpec => ({
-      kind: 'plantstore',
-      databaseUrl: schema.url,
-      durability: 'power',
-      logLevel,
-    });
-    const done = () => schema.drop();
-    const port = loopbackPort(schema.url);
-    const backends =
-      port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
-    await importRuns(
-      ctx,
-      { database: 'PostgreSQL', plants, spec, tokensFile, done, ...(backends && { backends }) },
-      lines,
-      facts,
-    );
+  const postgres: Target[] = [];
+  try {
+    for (const plants of sizes) {
+      const tokensFile = join(ctx.dir, `import-postgres-${plants}.tokens`);
+      const schema = await seedSchema(BENCH_POSTGRES_URL, plants, tokensFile);
+      const spec = (logLevel: string): ServerSpec => ({
+        kind: 'plantstore',
+        databaseUrl: schema.url,
+        durability: 'power',
+        logLevel,
+      });
+      const port = loopbackPort(schema.url);
+      const backends =
+        port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
+      postgres.push({
+        database: 'PostgreSQL',
+        plants,
+        spec,
+        tokensFile,
+        done: () => schema.drop(),
+        ...(backends && { backends }),
+      });
+    }
+  } catch (error) {
+    for (const t of postgres) await t.done();
+    throw error;
   }
+  await importRuns(ctx, postgres, lines, facts);
   return facts;
 }

@@ -100,7 +100,9 @@ function importsSection(facts: Facts): string {
 (SQLite with power durability, or PostgreSQL) on fresh data of the size given, timed from the
 CLI's start to its exit. Each server imports three files in turn: lines without ids; lines with
 ids, every other id above the server's counter; lines without ids again, which meet a taken id
-every other create. One import of each, no rounds. The run is invalid when an import did not
+every other create. The two sizes' servers run side by side and import kind by kind, the sizes
+in alternating order, so that the imports compared run seconds apart. One import of each, no
+rounds. The run is invalid when an import did not
 create every line, or when other processes used more than ${LIMITS.otherMax} cores during it (the CPU of
 the server, its PostgreSQL backends, the CLI and this harness is known).
 
