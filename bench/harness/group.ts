@@ -3,6 +3,7 @@
  * turn each (not counted), then rounds in alternating order: A B C, C B A, A B C, ...
  */
 import { readFileSync } from 'node:fs';
+import { alternating } from './summary.js';
 import {
   type Contender,
   measureTurn,
@@ -94,8 +95,9 @@ export async function runGroup(
   for (const c of contenders) await turn(c, 0);
   const turns = new Map<string, TurnMeasure[]>(contenders.map((c) => [c.name, []]));
   for (let round = 1; round <= o.rounds; round++) {
-    const order = round % 2 === 1 ? contenders : [...contenders].reverse();
-    for (const c of order) turns.get(c.name)!.push(await turn(c, round));
+    for (const c of alternating(contenders, round - 1)) {
+      turns.get(c.name)!.push(await turn(c, round));
+    }
   }
   return { turns, problems };
 }

@@ -155,3 +155,11 @@ export function pairedRatios(subject: TurnMeasure[], yardstick: TurnMeasure[]): 
     spread: { rps: range(rps), cpu: range(cpu) },
   };
 }
+
+/**
+ * The order of round `round` (counted from 0): `items` as given, then reversed, and so on
+ * (A B C, C B A, A B C, ...), so that no item always comes first, or just after another.
+ */
+export function alternating<T>(items: readonly T[], round: number): T[] {
+  return round % 2 === 0 ? [...items] : [...items].reverse();
+}

@@ -34,7 +34,7 @@ import {
   startServer,
   stop,
 } from '../harness/servers.js';
-import { median } from '../harness/summary.js';
+import { alternating, median } from '../harness/summary.js';
 import { LIMITS } from '../harness/validity.js';
 import { runWrk } from '../harness/wrk.js';
 import type { HistoryFacts, HistoryRun, PhaseContext } from './facts.js';
@@ -247,7 +247,7 @@ async function deliveries(
   const turns: DeliveriesTurn[][] = [[], []];
   const ratios: number[] = [];
   for (let round = 0; round < ctx.rounds; round++) {
-    for (const i of round % 2 === 0 ? [0, 1] : [1, 0]) turns[i]!.push(await timed(i));
+    for (const i of alternating([0, 1], round)) turns[i]!.push(await timed(i));
     ratios.push(turns[1]!.at(-1)!.p50us / turns[0]!.at(-1)!.p50us);
   }
   for (const i of [0, 1]) {
@@ -296,7 +296,7 @@ function audits(ctx: PhaseContext, sizes: [Sized, Sized], facts: HistoryFacts): 
     // The pair not counted is not in the load's reading either.
     if (i === 1) [machine, harness] = [machineCpu(), process.cpuUsage()];
     const pair: number[] = [];
-    for (const k of i % 2 === 0 ? [0, 1] : [1, 0]) {
+    for (const k of alternating([0, 1], i)) {
       const sized = sizes[k]!;
       const started = performance.now();
       const run = spawnSync('bash', argsOf(sized), { cwd: ROOT, encoding: 'utf8' });

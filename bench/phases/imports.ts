@@ -27,6 +27,7 @@ import {
   startServer,
   stop,
 } from '../harness/servers.js';
+import { alternating } from '../harness/summary.js';
 import { LIMITS } from '../harness/validity.js';
 import {
   IMPORT_KINDS,
@@ -112,9 +113,9 @@ async function importRuns(ctx: PhaseContext, targets: Target[], lines: number, f
       servers.push(await startServer(name, t.spec(ctx.at.logLevel), ctx.at.serverCores));
     }
     for (const [k, kind] of IMPORT_KINDS.entries()) {
-      const order = targets.map((_, i) => i);
-      if (k % 2 === 1) order.reverse();
-      for (const i of order) await importOnce(ctx, targets[i]!, servers[i]!, kind, lines, facts);
+      for (const i of alternating([...targets.keys()], k)) {
+        await importOnce(ctx, targets[i]!, servers[i]!, kind, lines, facts);
+      }
     }
   } finally {
     for (const server of servers) await stop(server);

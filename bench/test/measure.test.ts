@@ -13,7 +13,7 @@ import {
 } from '../harness/cpu.js';
 import { createdCount, importLines } from '../phases/imports.js';
 import { parseTcpTable } from '../data/postgres.js';
-import { figures, median, pairedRatios, side } from '../harness/summary.js';
+import { alternating, figures, median, pairedRatios, side } from '../harness/summary.js';
 import type { TurnMeasure } from '../harness/turn.js';
 import { parseWrkOutput, type WrkResult } from '../harness/wrk.js';
 
@@ -181,6 +181,19 @@ describe('pairedRatios', () => {
     // The subject spends twice the CPU per request: 0.5.
     const r = pairedRatios([turn(2), turn(2)], [turn(1), turn(1)]);
     assert.equal(r.cpu, 0.5);
+  });
+});
+
+describe('alternating', () => {
+  it('gives the items as they are, then reversed, round after round', () => {
+    const orders = [0, 1, 2, 3].map((round) => alternating(['a', 'b', 'c'], round).join(''));
+    assert.deepEqual(orders, ['abc', 'cba', 'abc', 'cba']);
+  });
+
+  it('leaves the list it was given as it was', () => {
+    const items = [1, 2];
+    alternating(items, 1);
+    assert.deepEqual(items, [1, 2]);
   });
 });
 
