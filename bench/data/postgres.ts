@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import pg from 'pg';
+import { ancestorsOf, processName } from '../harness/cpu.js';
 import type { Keeper } from '../harness/turn.js';
 import { clientIdsAbove, CREATED_BY_A_TURN, createTokens, ENDED } from './seed.js';
 
@@ -152,6 +153,20 @@ export class PostgresKeeper implements Keeper {
     await this.client.query(`DELETE FROM webhook_attempts WHERE message_id IN (${ENDED})`);
     const messages = await this.client.query(`DELETE FROM webhook_messages WHERE id IN (${ENDED})`);
     return messages.rowCount ?? 0;
+  }
+
+  /**
+   * PostgreSQL's postmaster, the parent of this keeper's backend, when both are processes of
+   * this machine: the CPU of the backends that ended is in its reaped children's
+   * (reapedCpuSeconds). Undefined elsewhere (a pid of another machine names nothing here, or
+   * something else).
+   */
+  async postmasterPid(): Promise<number | undefined> {
+    const { rows } = await this.client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const backend = rows[0]!.pid;
+    const parent = ancestorsOf(backend)[0];
+    const postgres = (pid: number) => /postgres/.test(processName(pid));
+    return parent !== undefined && postgres(backend) && postgres(parent) ? parent : undefined;
   }
 
   /** The schema is dropped by SeededSchema.drop, which closes the client. */

@@ -198,6 +198,18 @@ export function othersByName(
 }
 
 /**
+ * CPU seconds of the ended children `pid` has waited for, user and system (fields 16 and 17 of
+ * stat(5)): for PostgreSQL's postmaster, the backends that have ended, a short-lived client's
+ * among them, whose CPU no live process's reading holds any more.
+ */
+export function reapedCpuSeconds(pid: number): number | undefined {
+  const stat = read(`/proc/${pid}/stat`);
+  if (stat === undefined) return undefined;
+  const fields = statFields(stat);
+  return (Number(fields[13]) + Number(fields[14])) / CLK_TCK;
+}
+
+/**
  * The processes above `pid` that launched it through npm or tsx: its ancestors up to the first
  * that is not node (npm, npx, tsx), nor the shell npm runs a script in.
  */

@@ -1,6 +1,7 @@
 /**
- * One group: its contenders probed once (same answers?), then loaded in turns, one warm-up
- * turn each (not counted), then rounds in alternating order: A B C, C B A, A B C, ...
+ * One group: its contenders probed once (same answers?), then loaded in turns, a warm-up
+ * turn each (more for a server's first group; not counted), then rounds in alternating
+ * order: A B C, C B A, A B C, ...
  */
 import { readFileSync } from 'node:fs';
 import { alternating } from './summary.js';
@@ -77,6 +78,8 @@ async function probe(scenario: Scenario, contenders: Contender[]): Promise<strin
 export interface GroupOptions extends Omit<TurnOptions, 'connections' | 'seed'> {
   rounds: number;
   log: (line: string) => void;
+  /** Warm-up turns of a contender before the rounds (1 when not given). */
+  warmUps?: (c: Contender) => number;
 }
 
 export async function runGroup(
@@ -92,7 +95,9 @@ export async function runGroup(
   // The contenders of a round read the same random ids.
   const turn = (c: Contender, seed: number) =>
     measureTurn(c, scenario, { ...o, connections: group.connections, seed });
-  for (const c of contenders) await turn(c, 0);
+  for (const c of contenders) {
+    for (let i = 0; i < (o.warmUps?.(c) ?? 1); i++) await turn(c, 0);
+  }
   const turns = new Map<string, TurnMeasure[]>(contenders.map((c) => [c.name, []]));
   for (let round = 1; round <= o.rounds; round++) {
     for (const c of alternating(contenders, round - 1)) {

@@ -150,8 +150,9 @@ export interface HistoryRun {
   vsSmall?: { ratio: number; spread: [number, number] };
   /**
    * Cores' worth of CPU that neither the server, its PostgreSQL backends, wrk, the CLI nor
-   * this harness used (the audit command's own backend counts here: it is gone when the
-   * command is): someone else's load. Above LIMITS.otherMax the run is invalid.
+   * this harness used (the audit command's own backend, gone when the command is, by the CPU
+   * of the backends PostgreSQL's postmaster saw end meanwhile, when it runs on this machine):
+   * someone else's load. Above LIMITS.otherMax the run is invalid.
    */
   otherCores?: number;
 }

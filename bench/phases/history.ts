@@ -24,7 +24,14 @@ import {
   seedSchema,
 } from '../data/postgres.js';
 import { seedSqlite } from '../data/seed.js';
-import { childrenCpuSeconds, cpuOf, cpuSince, machineCpu, treeCpuSeconds } from '../harness/cpu.js';
+import {
+  childrenCpuSeconds,
+  cpuOf,
+  cpuSince,
+  machineCpu,
+  reapedCpuSeconds,
+  treeCpuSeconds,
+} from '../harness/cpu.js';
 import {
   hasTaskset,
   PLANTSTORE_BIN,
@@ -52,10 +59,10 @@ function otherCores(
   return (after.busy - before.busy - known - (usage.user + usage.system) / 1e6) / seconds;
 }
 
-/** A measurement, and why the run is invalid if someone else's load disturbed it. */
-function record(facts: HistoryFacts, run: HistoryRun): void {
+/** A measurement, and (`judged`) why the run is invalid if someone else's load disturbed it. */
+function record(facts: HistoryFacts, run: HistoryRun, judged = true): void {
   facts.runs.push(run);
-  if (run.otherCores !== undefined && run.otherCores > LIMITS.otherMax) {
+  if (judged && run.otherCores !== undefined && run.otherCores > LIMITS.otherMax) {
     facts.problems.push(
       `${run.database} ${run.entries}, ${run.what}: other processes used ` +
         `${run.otherCores.toFixed(2)} cores (limit ${LIMITS.otherMax})`,
@@ -63,8 +70,9 @@ function record(facts: HistoryFacts, run: HistoryRun): void {
   }
 }
 
-/** Runs of `plantstore audit --plant` timed, after one not timed. */
-const AUDIT_RUNS = 5;
+/** Pairs of `plantstore audit --plant` runs timed, after one not timed: even, so that each
+ * size comes first as often as the other. */
+const AUDIT_RUNS = 6;
 
 /**
  * An endpoint and a token allowed to read it, made by plantstore's own code; the token is
@@ -156,6 +164,8 @@ interface Where {
   /** `--db FILE` or `--database-url URL`. */
   args: string[];
   spec: (logLevel: string) => ServerSpec;
+  /** PostgreSQL's postmaster on this machine: the CPU of the backends that ended is its. */
+  postmaster?: number;
 }
 
 /** One size's store: its entries, its endpoint, a token allowed to read it, and where it is. */
@@ -175,10 +185,14 @@ interface DeliveriesTurn {
   otherCores?: number;
 }
 
-const ratioOf = (ratios: number[]): HistoryRun['vsSmall'] => ({
-  ratio: median(ratios),
-  spread: [Math.min(...ratios), Math.max(...ratios)],
-});
+/**
+ * The large size against the small: each round's (or pair's) large figure over the small one
+ * of the same round, their median, lowest and highest. Figures are times (p50s, durations).
+ */
+export function sizeRatio(small: number[], large: number[]): NonNullable<HistoryRun['vsSmall']> {
+  const ratios = large.slice(0, small.length).map((l, i) => l / small[i]!);
+  return { ratio: median(ratios), spread: [Math.min(...ratios), Math.max(...ratios)] };
+}
 
 /**
  * Both sizes of one database, measured in alternating order (small, large; large, small;
@@ -245,11 +259,11 @@ async function deliveries(
   };
   for (const i of [0, 1]) await turn(i, 1);
   const turns: DeliveriesTurn[][] = [[], []];
-  const ratios: number[] = [];
   for (let round = 0; round < ctx.rounds; round++) {
     for (const i of alternating([0, 1], round)) turns[i]!.push(await timed(i));
-    ratios.push(turns[1]!.at(-1)!.p50us / turns[0]!.at(-1)!.p50us);
   }
+  const p50s = turns.map((mine) => mine.map((t) => t.p50us));
+  const vsSmall = sizeRatio(p50s[0]!, p50s[1]!);
   for (const i of [0, 1]) {
     const { where, n } = sizes[i]!;
     const mine = turns[i]!;
@@ -264,7 +278,7 @@ async function deliveries(
       p99ms: median(mine.map((t) => t.p99us)) / 1000,
       samples: mine.reduce((sum, t) => sum + t.requests, 0),
       ...(others.length > 0 && { otherCores: median(others) }),
-      ...(i === 1 && { vsSmall: ratioOf(ratios) }),
+      ...(i === 1 && { vsSmall }),
     });
   }
 }
@@ -288,14 +302,16 @@ function audits(ctx: PhaseContext, sizes: [Sized, Sized], facts: HistoryFacts): 
     String(Math.ceil(n / 2)),
   ];
   const times: number[][] = [[], []];
-  const ratios: number[] = [];
   let cliCpu = 0;
   let machine = machineCpu();
   let harness = process.cpuUsage();
+  // Each command's own backend ends with it: its CPU is the postmaster's reaped children's.
+  const { postmaster } = sizes[0].where;
+  const reaped = () => (postmaster === undefined ? 0 : (reapedCpuSeconds(postmaster) ?? NaN));
+  let reapedBefore = reaped();
   for (let i = 0; i <= AUDIT_RUNS; i++) {
     // The pair not counted is not in the load's reading either.
-    if (i === 1) [machine, harness] = [machineCpu(), process.cpuUsage()];
-    const pair: number[] = [];
+    if (i === 1) [machine, harness, reapedBefore] = [machineCpu(), process.cpuUsage(), reaped()];
     for (const k of alternating([0, 1], i)) {
       const sized = sizes[k]!;
       const started = performance.now();
@@ -306,32 +322,37 @@ function audits(ctx: PhaseContext, sizes: [Sized, Sized], facts: HistoryFacts): 
         facts.problems.push(`${where}: audit exited ${run.status}: ${run.stderr.trim()}`);
         return;
       }
-      pair[k] = ms;
       if (i > 0) {
         times[k]!.push(ms);
         cliCpu += childrenCpuSeconds(run.stderr) ?? NaN;
       }
     }
-    if (i > 0) ratios.push(pair[1]! / pair[0]!);
   }
   const total = times.flat().reduce((sum, t) => sum + t, 0) / 1000;
-  const other = otherCores(machine, harness, cliCpu, total);
+  const other = otherCores(machine, harness, cliCpu + reaped() - reapedBefore, total);
+  const vsSmall = sizeRatio(times[0]!, times[1]!);
   for (const k of [0, 1]) {
-    record(facts, {
-      database: sizes[k]!.where.database,
-      entries: sizes[k]!.n,
-      what: 'audit',
-      p50ms: median(times[k]!),
-      p99ms: Math.max(...times[k]!),
-      samples: times[k]!.length,
-      ...(other !== undefined && { otherCores: other }),
-      ...(k === 1 && { vsSmall: ratioOf(ratios) }),
-    });
+    // One reading of the other load for both sizes' runs: judged once.
+    record(
+      facts,
+      {
+        database: sizes[k]!.where.database,
+        entries: sizes[k]!.n,
+        what: 'audit',
+        p50ms: median(times[k]!),
+        p99ms: Math.max(...times[k]!),
+        samples: times[k]!.length,
+        ...(other !== undefined && { otherCores: other }),
+        ...(k === 1 && { vsSmall }),
+      },
+      k === 0,
+    );
   }
 }
 
-function logRuns(ctx: PhaseContext, facts: HistoryFacts): void {
-  for (const r of facts.runs.slice(-4)) {
+/** Logs the runs recorded from `from` on. */
+function logRuns(ctx: PhaseContext, facts: HistoryFacts, from: number): void {
+  for (const r of facts.runs.slice(from)) {
     const ratio = r.vsSmall === undefined ? '' : `, ${r.vsSmall.ratio.toFixed(2)}x the small`;
     ctx.log(
       `${r.what}, ${r.database}, ${r.entries} kept: p50 ${r.p50ms.toFixed(2)} ms, ` +
@@ -364,7 +385,7 @@ export async function historyPhase(ctx: PhaseContext): Promise<HistoryFacts> {
     });
   }
   await measureSizes(ctx, [sqlite[0]!, sqlite[1]!], facts);
-  logRuns(ctx, facts);
+  logRuns(ctx, facts, 0);
   const answer = await reachable(BENCH_POSTGRES_URL);
   if (answer !== true) {
     facts.problems.push(`no PostgreSQL at PLANTSTORE_BENCH_DATABASE_URL (${answer})`);
@@ -390,11 +411,19 @@ export async function historyPhase(ctx: PhaseContext): Promise<HistoryFacts> {
       const backends =
         port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
       const args = ['--database-url', schema.url];
-      const where: Where = { database: 'PostgreSQL', args, spec, ...(backends && { backends }) };
+      const postmaster = port === undefined ? undefined : await schema.keeper.postmasterPid();
+      const where: Where = {
+        database: 'PostgreSQL',
+        args,
+        spec,
+        ...(backends && { backends }),
+        ...(postmaster !== undefined && { postmaster }),
+      };
       postgres.push({ n, endpoint, tokensFile, where });
     }
+    const from = facts.runs.length;
     await measureSizes(ctx, [postgres[0]!, postgres[1]!], facts);
-    logRuns(ctx, facts);
+    logRuns(ctx, facts, from);
   } finally {
     for (const schema of schemas) await schema.drop();
   }

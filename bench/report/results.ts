@@ -62,7 +62,7 @@ function methodText(meta: RunMeta, facts: Facts): string {
   return `- Pinning: ${pinning}. PostgreSQL is the machine's own server, not pinned.
 - Load: \`${meta.wrkVersion}\`, one thread, ${TOKEN_COUNT} tokens taken in turn (one a request, so no
   token reaches plantstore's default rate limit), bench/harness/load.lua.
-- Turns of ${meta.turnSeconds} s; per group one warm-up turn per server (not counted), then ${meta.rounds}
+- Turns of ${meta.turnSeconds} s; per group one warm-up turn per server (three in its first group; not counted), then ${meta.rounds}
   rounds, each loading every server of the group once, in alternating order (A B C, C B A, ...).
   Ratios are the median over rounds of the ratio within a round (the targets also give the lowest
   and highest round); other figures are medians over turns.
@@ -120,11 +120,11 @@ plants, written straight to the database, one server on each size: \`GET /webhoo
 (the first page) by wrk at one connection, a warm-up turn each, then ${facts.history!.rounds}
 rounds of one turn on each size in alternating order (small, large; large, small; ...);
 \`plantstore audit --plant <id>\` for a plant in the middle, the whole command, one run on each
-size in alternating order, 5 pairs after one not counted. p50 and p99 are medians over the turns;
+size in alternating order, 6 pairs after one not counted. p50 and p99 are medians over the turns;
 the ratio of the targets is the median of the rounds' ratios (of the pairs' for the audit). The
 run is invalid when a request failed, or
 when other processes used more than ${LIMITS.otherMax} cores meanwhile (the server's PostgreSQL
-backends are known; the audit command's own backend counts as another's).
+backends are known, and the audit command's own backend by the CPU of the backends that ended meanwhile).
 
 ${historyTable(facts.history!)}
 

@@ -413,7 +413,12 @@ function historyChecks(facts: Facts): Check[] {
         continue;
       }
       const ratio = big.vsSmall?.ratio ?? big.p50ms / little.p50ms;
-      const spread = big.vsSmall === undefined ? '' : rounds(big.vsSmall.spread);
+      const spread =
+        big.vsSmall === undefined
+          ? ''
+          : what === 'audit'
+            ? rounds(big.vsSmall.spread).replace('rounds', 'pairs')
+            : rounds(big.vsSmall.spread);
       out.push({
         target,
         measured: `${ms(big.p50ms)} vs ${ms(little.p50ms)}: ${x(ratio)}${spread}`,

@@ -169,18 +169,25 @@ const POSTGRES_SIZES: RowPlan = {
 };
 
 /**
- * Every group of a full run, in the order they run; `connections` is the main figure (64).
- * Each phase runs its reads before its writes: a server keeps its copy of the data from group
- * to group, and the write groups delete and refill plants every turn, each copy as many as its
- * server served. A copy after 20 such turns had 18% more pages (refilled pages split half
- * full), and the bare yardstick read it 4 to 5% slower than a fresh copy: read groups after
- * the writes compared copies laid out differently, and their self-checks read 1.06 and 1.10
- * where the write groups' read 0.99 and 1.02 (bench/HISTORY.md, 2026-11-29 late night).
+ * Every group of a full run, in the order they run (`connections` is the main figure, 64):
+ * the SQLite phase, then the PostgreSQL one, each its reads first, then its writes, DELETE
+ * last. A server keeps its copy of the data from group to group, and a write turn deletes and
+ * refills plants, as many as its server served: a 1M copy after 20 DELETE turns had 18% more
+ * pages (refilled pages split half full), and the bare yardstick read it 4 to 5% slower than a
+ * fresh copy. Read groups after the writes compared layouts, not servers (self-checks 1.06
+ * and 1.10 where the write groups' read 0.99 and 1.02); creates after the DELETE groups
+ * compared a churned 1M copy with a fresh 10k one (bench/HISTORY.md, "Reads before writes").
  */
 export function fullPlan(connections: number): GroupPlan[] {
   const groups = writtenPlan(connections);
-  const writes = (g: GroupPlan) => SCENARIOS[g.scenario].writes;
-  return [...groups.filter((g) => !writes(g)), ...groups.filter(writes)];
+  const rank = (g: GroupPlan) =>
+    (g.phase === 'sqlite' ? 0 : 3) +
+    (!SCENARIOS[g.scenario].writes ? 0 : g.scenario === 'delete' ? 2 : 1);
+  // A stable sort: within a rank, the order written below.
+  return groups
+    .map((g, i) => ({ g, i }))
+    .sort((a, b) => rank(a.g) - rank(b.g) || a.i - b.i)
+    .map(({ g }) => g);
 }
 
 /** The groups of a full run as written below, reads and writes mixed. */

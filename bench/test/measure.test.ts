@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import {
   ancestorsOf,
@@ -9,9 +10,11 @@ import {
   othersByName,
   parseProcStat,
   processName,
+  reapedCpuSeconds,
   statCpuSeconds,
 } from '../harness/cpu.js';
 import { createdCount, importLines } from '../phases/imports.js';
+import { sizeRatio } from '../phases/history.js';
 import { parseTcpTable } from '../data/postgres.js';
 import { alternating, figures, median, pairedRatios, side } from '../harness/summary.js';
 import type { TurnMeasure } from '../harness/turn.js';
@@ -42,6 +45,19 @@ describe('/proc readings', () => {
       [12, 0.25],
     ]);
     assert.equal(cpuSince(before, after), 0.75);
+  });
+
+  it('counts the CPU of the children a process waited for once they ended, not before', () => {
+    const before = reapedCpuSeconds(process.pid)!;
+    // A child that spends about 0.3 s of CPU; spawnSync waits for it, as a postmaster does.
+    const child = spawnSync(process.execPath, [
+      '-e',
+      'const t = process.cpuUsage(); while (process.cpuUsage(t).user < 300_000);',
+    ]);
+    assert.equal(child.status, 0);
+    const spent = reapedCpuSeconds(process.pid)! - before;
+    assert.ok(spent >= 0.25 && spent < 5, `${spent} s`);
+    assert.equal(reapedCpuSeconds(2 ** 22 + 1), undefined, 'no such process');
   });
 
   it("finds a process's ancestors, its parent first, init left out", () => {
@@ -194,6 +210,20 @@ describe('alternating', () => {
     const items = [1, 2];
     alternating(items, 1);
     assert.deepEqual(items, [1, 2]);
+  });
+});
+
+describe('sizeRatio', () => {
+  it("is the median of each round's large time over its small one, with the extremes", () => {
+    // The machine slowed down by half from round 2 on: the medians of each side, 1.5 ÷ 1, would
+    // read the drift as the data's cost; round by round the large size is 1.1× the small.
+    const small = [1, 1, 1.5, 1.5, 1.5];
+    const large = [1.1, 1.1, 1.65, 1.65, 1.5];
+    const { ratio, spread } = sizeRatio(small, large);
+    assert.ok(Math.abs(ratio - 1.1) < 1e-9, `${ratio}`);
+    assert.ok(Math.abs(spread[0] - 1) < 1e-9 && Math.abs(spread[1] - 1.1) < 1e-9, `${spread}`);
+    // The large size twice as slow: 2, not 0.5.
+    assert.equal(sizeRatio([1, 2], [2, 4]).ratio, 2);
   });
 });
 

@@ -427,19 +427,19 @@ describe('the plan', () => {
   it('selects groups by any part of their id', () => {
     const ids = selectGroups(fullPlan(64), ['postgres', '/1']).map((g) => g.id);
     assert.deepEqual(ids, [
+      'sqlite-large/post/1',
+      'sqlite-large/postKeyed/1',
+      'sqlite-large/delete/1',
       'postgres/getOne/64',
       'postgres/list/64',
       'postgres/tagList/64',
       'postgres-small/tagList/64',
-      'sqlite-large/delete/1',
-      'sqlite-large/post/1',
-      'sqlite-large/postKeyed/1',
-      'postgres/delete/64',
       'postgres/post/64',
       'postgres/postKeyed/64',
       'postgres-small/post/64',
       'postgres-client-ids/post/64',
       'postgres-small/postEndpoints/64',
+      'postgres/delete/64',
     ]);
   });
 
@@ -458,7 +458,21 @@ describe('the plan', () => {
       );
       const reads: string[] = groups.slice(0, firstWrite).map((g) => g.scenario);
       for (const s of ['getOne', 'list', 'tagList']) assert.ok(reads.includes(s), `${phase}: ${s}`);
+      // DELETE churns the large copies most: the creates' size and client-id rows come before.
+      const firstDelete = groups.findIndex((g) => g.scenario === 'delete');
+      const after = groups.slice(firstDelete).filter((g) => g.scenario !== 'delete');
+      assert.deepEqual(
+        after.map((g) => g.id),
+        [],
+        `${phase}: groups after a DELETE group`,
+      );
     }
+    // The phases run one after the other, so the plan lists them so.
+    const phases = fullPlan(64).map((g) => g.phase);
+    assert.deepEqual(
+      phases,
+      [...phases].sort((a, b) => (a === b ? 0 : a === 'sqlite' ? -1 : 1)),
+    );
   });
 
   it('has creates with 0, 1 and 1,000 endpoints subscribed, in one group on each database', () => {
