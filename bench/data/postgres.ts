@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import pg from 'pg';
 import { ancestorsOf, processName } from '../harness/cpu.js';
+import type { ServerSpec } from '../harness/servers.js';
 import type { Keeper } from '../harness/turn.js';
 import { clientIdsAbove, CREATED_BY_A_TURN, createTokens, ENDED } from './seed.js';
 
@@ -38,6 +39,26 @@ export interface SeededSchema {
   url: string;
   keeper: PostgresKeeper;
   drop(): Promise<void>;
+}
+
+/**
+ * A power-durable plantstore server on `schema`, for the phases that start one of their own,
+ * and the PostgreSQL processes serving it (PostgresKeeper.backendPids), where PostgreSQL is on
+ * this machine's loopback.
+ */
+export function plantstoreOn(schema: SeededSchema): {
+  spec: (logLevel: string) => ServerSpec;
+  backends?: (serverPid: number) => Promise<number[] | undefined>;
+} {
+  const spec = (logLevel: string): ServerSpec => ({
+    kind: 'plantstore',
+    databaseUrl: schema.url,
+    durability: 'power',
+    logLevel,
+  });
+  const port = loopbackPort(schema.url);
+  if (port === undefined) return { spec };
+  return { spec, backends: (pid) => schema.keeper.backendPids(pid, port) };
 }
 
 export interface SchemaOptions {

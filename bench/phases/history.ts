@@ -19,6 +19,7 @@ import { openStore, type StoreConfig } from '../../src/store/open.js';
 import {
   BENCH_POSTGRES_URL,
   loopbackPort,
+  plantstoreOn,
   reachable,
   type SeededSchema,
   seedSchema,
@@ -401,17 +402,10 @@ export async function historyPhase(ctx: PhaseContext): Promise<HistoryFacts> {
       const config = { db: '', databaseUrl: schema.url };
       const endpoint = await endpointAndToken(config, tokensFile);
       await fillPostgres(schema.keeper.client, endpoint, n);
-      const spec = (logLevel: string): ServerSpec => ({
-        kind: 'plantstore',
-        databaseUrl: schema.url,
-        durability: 'power',
-        logLevel,
-      });
-      const port = loopbackPort(schema.url);
-      const backends =
-        port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
+      const { spec, backends } = plantstoreOn(schema);
       const args = ['--database-url', schema.url];
-      const postmaster = port === undefined ? undefined : await schema.keeper.postmasterPid();
+      const local = loopbackPort(schema.url) !== undefined;
+      const postmaster = local ? await schema.keeper.postmasterPid() : undefined;
       const where: Where = {
         database: 'PostgreSQL',
         args,

@@ -15,7 +15,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BENCH_POSTGRES_URL, loopbackPort, reachable, seedSchema } from '../data/postgres.js';
+import { BENCH_POSTGRES_URL, plantstoreOn, reachable, seedSchema } from '../data/postgres.js';
 import { seedSqlite } from '../data/seed.js';
 import { childrenCpuSeconds, cpuOf, cpuSince, machineCpu, treeCpuSeconds } from '../harness/cpu.js';
 import {
@@ -213,15 +213,7 @@ export async function importPhase(ctx: PhaseContext, lines: number): Promise<Imp
     for (const plants of sizes) {
       const tokensFile = join(ctx.dir, `import-postgres-${plants}.tokens`);
       const schema = await seedSchema(BENCH_POSTGRES_URL, plants, tokensFile);
-      const spec = (logLevel: string): ServerSpec => ({
-        kind: 'plantstore',
-        databaseUrl: schema.url,
-        durability: 'power',
-        logLevel,
-      });
-      const port = loopbackPort(schema.url);
-      const backends =
-        port === undefined ? undefined : (pid: number) => schema.keeper.backendPids(pid, port);
+      const { spec, backends } = plantstoreOn(schema);
       postgres.push({
         database: 'PostgreSQL',
         plants,
