@@ -77,9 +77,9 @@ async function startLate(name: ContenderName, start: Starter, ctx: PhaseContext)
 }
 
 /**
- * Warm-up turns of a server in its first group: one turn of 1 s was all a server had before
- * the first group of a phase, GET one since reads run first, whose self-check read 1.05
- * there, and the DELETE group's read 1.12 when it ran first (bench/HISTORY.md).
+ * Warm-up turns of a server in its first group (one in the others): with a single 1 s turn
+ * before it, the first group's self-check read 1.05 (GET one) and 1.12 (DELETE, when it ran
+ * first), a server's code still being optimised (bench/HISTORY.md, "Reads before writes").
  */
 const FIRST_WARM_UPS = 3;
 

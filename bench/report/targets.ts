@@ -27,8 +27,8 @@ export const plantsText = (n: number): string =>
   n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : String(n);
 
 /** A ratio's lowest and highest round, as the targets table prints it. */
-const rounds = ([low, high]: [number, number]): string =>
-  ` (rounds ${low.toFixed(2)} to ${high.toFixed(2)})`;
+const rounds = ([low, high]: [number, number], what = 'rounds'): string =>
+  ` (${what} ${low.toFixed(2)} to ${high.toFixed(2)})`;
 
 /** The row of `subject` in `scenario`, against `yardstick` when one is named. */
 const find = (
@@ -416,9 +416,7 @@ function historyChecks(facts: Facts): Check[] {
       const spread =
         big.vsSmall === undefined
           ? ''
-          : what === 'audit'
-            ? rounds(big.vsSmall.spread).replace('rounds', 'pairs')
-            : rounds(big.vsSmall.spread);
+          : rounds(big.vsSmall.spread, what === 'audit' ? 'pairs' : 'rounds');
       out.push({
         target,
         measured: `${ms(big.p50ms)} vs ${ms(little.p50ms)}: ${x(ratio)}${spread}`,

@@ -179,15 +179,11 @@ const POSTGRES_SIZES: RowPlan = {
  * compared a churned 1M copy with a fresh 10k one (bench/HISTORY.md, "Reads before writes").
  */
 export function fullPlan(connections: number): GroupPlan[] {
-  const groups = writtenPlan(connections);
   const rank = (g: GroupPlan) =>
     (g.phase === 'sqlite' ? 0 : 3) +
     (!SCENARIOS[g.scenario].writes ? 0 : g.scenario === 'delete' ? 2 : 1);
-  // A stable sort: within a rank, the order written below.
-  return groups
-    .map((g, i) => ({ g, i }))
-    .sort((a, b) => rank(a.g) - rank(b.g) || a.i - b.i)
-    .map(({ g }) => g);
+  // Array sort is stable: within a rank, the order written below.
+  return writtenPlan(connections).sort((a, b) => rank(a) - rank(b));
 }
 
 /** The groups of a full run as written below, reads and writes mixed. */

@@ -11,8 +11,8 @@ import type { ClaimedMessage } from './store.js';
 
 // What both adapters share for webhooks: row mapping (SQLite keeps times as Unix
 // milliseconds, PostgreSQL as timestamptz, which its event reads select as milliseconds too;
-// each adapter passes its reader of a time),
-// and the in-process signal that wakes the dispatcher after a commit.
+// each adapter passes its reader of a time), and the in-process signal that wakes the
+// dispatcher after a commit.
 
 /** A stored time as a Date: an adapter's reader of its own time columns. */
 export type TimeReader = (value: unknown) => Date;

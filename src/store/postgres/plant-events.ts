@@ -35,8 +35,8 @@ export const STILL_WRITING = `SELECT count(*) AS n FROM pg_locks
     AND mode = 'RowExclusiveLock' AND granted AND virtualtransaction = ANY($1::text[])`;
 
 // An event's columns as read here and by the webhooks' fan-out: its time as epoch milliseconds
-// (int8, read with epochMillis), not a timestamptz, which pg parses field by field (postgres-date) at about a
-// microsecond a row. A read of 150 events: the server's CPU 372 to 460 µs → 282 to 317, the
+// (int8, read with epochMillis), not a timestamptz, which pg parses field by field
+// (postgres-date) at about a microsecond a row. A read of 150 events: the server's CPU 372 to 460 µs → 282 to 317, the
 // database's the same (170 to 200 µs; extract(), numeric, costs it 40 µs more; see
 // bench/HISTORY.md). Cut to the millisecond first, as pg's parser cuts a Date's (before 1970
 // too), so a time read here is the audit trail's; every `at` plantstore writes is whole
