@@ -15,8 +15,11 @@ import { type Answer, type Receiver, startReceiver } from '../helpers/webhook-re
 // each with a backlog, beside one that answers at once.
 
 const BAD = 20;
-/** Short, so that the test sees the hung attempts time out and the next ones start. */
-const TIMEOUT_MS = 5000;
+/**
+ * Short, so that the test sees the hung attempts time out and the next ones start; long
+ * enough that the fan-out's pace on a busy machine stays well under it (LAG_MS).
+ */
+const TIMEOUT_MS = 8000;
 /** When a receiver that fails late answers 503: just before the attempt would time out. */
 const LATE_MS = TIMEOUT_MS - 300;
 /**
@@ -25,9 +28,11 @@ const LATE_MS = TIMEOUT_MS - 300;
  * it. On a quiet machine the worst lag is 30 to 900 ms. Under load it is the fan-out's pace:
  * a CI run saw 2.8 s on PostgreSQL (2026-11-28, with a 3 s timeout and a bound of 2.5 s), its
  * batches paused after taking 250 to 350 ms on a busy machine; with ten busy loops beside the
- * test on two cores, 0.4 to 3.0 s since (webhook-fanout.ts), 0.7 to 4.3 s before.
+ * test on two cores, 0.4 to 3.0 s since (webhook-fanout.ts), 0.7 to 4.3 s before; a CI run
+ * on a slow machine 4.2 s (2026-11-30, with a 5 s timeout and a bound of 4 s), so the timeout
+ * is 8 s and the bound 6.5 s: still 1.2 s short of the earliest end of a bad attempt.
  */
-const LAG_MS = 4000;
+const LAG_MS = 6500;
 
 /** Resolves with `promise`, or fails saying what did not happen within `ms`. */
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
