@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import pino from 'pino';
 import { pinoRequestLine } from '../../src/server/request-line.js';
 import { redacted } from '../../src/http/app.js';
@@ -38,6 +39,18 @@ const entries: RequestLogEntry[] = [
   },
 ];
 
+/** The line pino writes and the template's, each parsed, `time` left out. */
+function bothLines(entry: RequestLogEntry) {
+  const { lines, logger, fast } = capture('info');
+  logger.info(entry, 'request');
+  fast(entry);
+  return lines.map((line) => {
+    const parsed = JSON.parse(line) as Record<string, unknown>;
+    delete parsed.time;
+    return parsed;
+  });
+}
+
 test('the line is the one pino writes for the same entry, time aside', () => {
   for (const entry of entries) {
     const { lines, logger, fast } = capture('info');
@@ -62,4 +75,17 @@ test('nothing is written when the level leaves info out', () => {
     fast(entries[0]!);
     assert.deepEqual(lines, []);
   }
+});
+
+test('any text in the fields is written as pino writes it', () => {
+  // Text fields are quoted as they are when plain, escaped by JSON.stringify otherwise.
+  const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('"', '\\'));
+  fc.assert(
+    fc.property(text, text, text, text, fc.option(text), (reqId, method, url, client, route) => {
+      const entry = { ...entries[0]!, reqId, method, url, client, route };
+      const [byPino, byTemplate] = bothLines(entry);
+      assert.deepEqual(byTemplate, byPino);
+    }),
+    { numRuns: 500 },
+  );
 });
