@@ -1,0 +1,197 @@
+/**
+ * Instructions a request, counted by valgrind's callgrind with V8 in its predictable mode:
+ * the same figure (within about 0.3%) for the same code and inputs, however slow or busy
+ * the machine is; about 4 minutes a server. Not a row of the benchmark (instructions are
+ * not time: caches and the kernel's part are left out, and the mode compiles and collects
+ * on the main thread), but an A/B of a change to a request's path that a noisy machine's
+ * timings cannot show.
+ *
+ *   npx tsx bench/tools/instructions.ts [--servers plantstore,fastify] [--path /plants/{id}]
+ *     [--requests 10000] [--warm-up 20000] [--connections 8] [--plants 10000] [--keep DIR]
+ *
+ * Each server runs alone under callgrind on its own copy of one SQLite database (plants
+ * 1..N, the benchmark's tokens); a client in this process warms it with `--warm-up`
+ * requests, then callgrind counts the next `--requests` (from `callgrind_control -i on` to
+ * a dump), and the count is divided by them. `{id}` in the path is a random plant id.
+ * plantstore runs as the benchmark runs it (`power`, log level `info`, its log to
+ * /dev/null); `--plantstore-args "..."` adds options (for an A/B of a setting).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { seedSqlite } from '../data/seed.js';
+import { freePort, PLANTSTORE_BIN, ROOT } from '../harness/servers.js';
+
+const { values } = parseArgs({
+  options: {
+    servers: { type: 'string', default: 'plantstore,fastify' },
+    path: { type: 'string', default: '/plants/{id}' },
+    requests: { type: 'string', default: '10000' },
+    'warm-up': { type: 'string', default: '20000' },
+    connections: { type: 'string', default: '8' },
+    plants: { type: 'string', default: '10000' },
+    'plantstore-args': { type: 'string', default: '' },
+    /** A folder to keep callgrind's files in, for callgrind_annotate. */
+    keep: { type: 'string' },
+  },
+});
+const requests = Number(values.requests);
+const warmUp = Number(values['warm-up']);
+const connections = Number(values.connections);
+const plants = Number(values.plants);
+
+const dir = mkdtempSync(join(tmpdir(), 'plantstore-instructions-'));
+const tokensFile = join(dir, 'tokens');
+
+/** How each server is started, given its database and port. */
+const ARGV: Record<string, (db: string, port: number) => string[]> = {
+  plantstore: (db, port) => [
+    PLANTSTORE_BIN,
+    'serve',
+    ...['--db', db, '--port', String(port), '--durability', 'power', '--log-level', 'info'],
+    ...values['plantstore-args'].split(' ').filter(Boolean),
+  ],
+  fastify: (db, port) => yardstick('fastify-sqlite', db, port),
+  plugins: (db, port) => yardstick('fastify-plugins', db, port),
+  bare: (db, port) => yardstick('bare-sqlite', db, port),
+};
+
+function yardstick(name: string, db: string, port: number): string[] {
+  const script = `${ROOT}bench/yardsticks/${name}.ts`;
+  return ['--import', 'tsx', script, '--db', db, '--port', String(port)];
+}
+
+/** Sends `count` requests over `connections` keep-alive connections, tokens in turn. */
+async function load(port: number, tokens: string[], count: number): Promise<void> {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  let sent = 0;
+  const one = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const id = 1 + Math.floor(Math.random() * plants);
+      const token = tokens[sent % tokens.length]!;
+      sent++;
+      const req = request(
+        {
+          port,
+          agent,
+          path: values.path.replace('{id}', String(id)),
+          headers: { authorization: `Bearer ${token}` },
+        },
+        (res) => {
+          if (res.statusCode !== 200) reject(new Error(`status ${res.statusCode}`));
+          res.resume();
+          res.on('end', resolve);
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+  const worker = async () => {
+    while (sent < count) await one();
+  };
+  await Promise.all(Array.from({ length: connections }, worker));
+  agent.destroy();
+}
+
+async function ready(port: number): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const req = request({ port, path: '/healthz' }, (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      });
+      req.on('error', () => resolve(false));
+      req.end();
+    });
+    if (ok) return;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  throw new Error('not ready');
+}
+
+/** The instructions callgrind counted in its dumps: the main thread's, and all threads'. */
+function dumpedInstructions(prefix: string): { main: number; all: number } {
+  let main = 0;
+  let all = 0;
+  for (const name of readdirSync(dir).filter((n) => n.startsWith(prefix))) {
+    const text = readFileSync(join(dir, name), 'utf8');
+    const total = Number(/^totals: (\d+)/m.exec(text)?.[1] ?? 0);
+    all += total;
+    if (/^thread: 1$/m.test(text)) main += total;
+  }
+  return { main, all };
+}
+
+async function measure(
+  name: string,
+  turn: number,
+  seeded: string,
+  tokens: string[],
+): Promise<{ main: number; all: number }> {
+  const db = join(dir, `${name}-${turn}.db`);
+  copyFileSync(seeded, db);
+  const port = await freePort();
+  const out = join(dir, `${name}-${turn}.callgrind`);
+  const child = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      '--instr-atstart=no',
+      '--smc-check=all',
+      '--separate-threads=yes',
+      `--callgrind-out-file=${out}.%p`,
+      process.execPath,
+      // V8 deterministic (its seeds fixed, compiling and collecting on the main thread):
+      // without, the same server read 91k to 136k a request from run to run, by how soon
+      // functions were optimized and where objects landed, not by the code a request runs.
+      '--predictable',
+      ...ARGV[name]!(db, port),
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  try {
+    await ready(port);
+    await load(port, tokens, warmUp);
+    execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
+    await load(port, tokens, requests);
+    execFileSync('callgrind_control', ['-d', String(child.pid)], { stdio: 'ignore' });
+    execFileSync('callgrind_control', ['-i', 'off', String(child.pid)], { stdio: 'ignore' });
+    const { main, all } = dumpedInstructions(`${name}-${turn}.callgrind`);
+    const perRequest = { main: main / requests, all: all / requests };
+    if (values.keep !== undefined)
+      for (const file of readdirSync(dir).filter((n) => n.startsWith(`${name}-${turn}.callgrind`)))
+        copyFileSync(join(dir, file), join(values.keep, file));
+    return perRequest;
+  } catch (error) {
+    process.stderr.write(stderr);
+    throw error;
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+try {
+  const seeded = join(dir, 'seed.db');
+  await seedSqlite(seeded, plants, tokensFile);
+  const tokens = readFileSync(tokensFile, 'utf8').trim().split('\n');
+  const results: [string, number][] = [];
+  const count = (n: number) => Math.round(n).toLocaleString('en');
+  for (const [turn, name] of values.servers.split(',').entries()) {
+    const perRequest = await measure(name, turn, seeded, tokens);
+    results.push([name, perRequest.all]);
+    console.log(
+      `${name}: ${count(perRequest.all)} instructions a request ` +
+        `(${count(perRequest.main)} on the main thread)`,
+    );
+  }
+  const [first, ...others] = results;
+  for (const [name, perRequest] of others)
+    console.log(`${first![0]} ÷ ${name}: ${(first![1] / perRequest).toFixed(3)}`);
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
