@@ -15,6 +15,10 @@
  * a dump), and the count is divided by them. `{id}` in the path is a random plant id.
  * plantstore runs as the benchmark runs it (`power`, log level `info`, its log to
  * /dev/null); `--plantstore-args "..."` adds options (for an A/B of a setting).
+ *
+ * Another build of the same code reads the same; another code does not only by what it
+ * runs: where the JIT and the collector fall moves with it, up to 5% either way (HISTORY.md,
+ * 2026-11-30). For an A/B, take the mean of several `--seed`s a side.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -34,6 +38,8 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '8' },
     plants: { type: 'string', default: '10000' },
     'plantstore-args': { type: 'string', default: '' },
+    /** V8's random and hash seeds: another seed, another place for the JIT and collector. */
+    seed: { type: 'string', default: '1' },
     /** A folder to keep callgrind's files in, for callgrind_annotate. */
     keep: { type: 'string' },
   },
@@ -148,6 +154,8 @@ async function measure(
       // without, the same server read 91k to 136k a request from run to run, by how soon
       // functions were optimized and where objects landed, not by the code a request runs.
       '--predictable',
+      `--random-seed=${values.seed}`,
+      `--hash-seed=${values.seed}`,
       ...ARGV[name]!(db, port),
     ],
     { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] },
