@@ -18,7 +18,8 @@
  *
  * Another build of the same code reads the same; another code does not only by what it
  * runs: where the JIT and the collector fall moves with it, up to 5% either way (HISTORY.md,
- * 2026-11-30). For an A/B, take the mean of several `--seed`s a side.
+ * 2026-11-30). For an A/B, take the mean of several seeds a side: `--seeds 1,2,3` runs each
+ * server once per seed and compares the means.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -38,8 +39,8 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '8' },
     plants: { type: 'string', default: '10000' },
     'plantstore-args': { type: 'string', default: '' },
-    /** V8's random and hash seeds: another seed, another place for the JIT and collector. */
-    seed: { type: 'string', default: '1' },
+    /** V8's random and hash seeds, one run each: another seed, another place for the JIT. */
+    seeds: { type: 'string', default: '1' },
     /** A folder to keep callgrind's files in, for callgrind_annotate. */
     keep: { type: 'string' },
   },
@@ -134,6 +135,7 @@ function dumpedInstructions(prefix: string): { main: number; all: number } {
 async function measure(
   name: string,
   turn: number,
+  seed: string,
   seeded: string,
   tokens: string[],
 ): Promise<{ main: number; all: number }> {
@@ -154,8 +156,8 @@ async function measure(
       // without, the same server read 91k to 136k a request from run to run, by how soon
       // functions were optimized and where objects landed, not by the code a request runs.
       '--predictable',
-      `--random-seed=${values.seed}`,
-      `--hash-seed=${values.seed}`,
+      `--random-seed=${seed}`,
+      `--hash-seed=${seed}`,
       ...ARGV[name]!(db, port),
     ],
     { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] },
@@ -189,13 +191,23 @@ try {
   const tokens = readFileSync(tokensFile, 'utf8').trim().split('\n');
   const results: [string, number][] = [];
   const count = (n: number) => Math.round(n).toLocaleString('en');
-  for (const [turn, name] of values.servers.split(',').entries()) {
-    const perRequest = await measure(name, turn, seeded, tokens);
-    results.push([name, perRequest.all]);
-    console.log(
-      `${name}: ${count(perRequest.all)} instructions a request ` +
-        `(${count(perRequest.main)} on the main thread)`,
-    );
+  let turn = 0;
+  for (const name of values.servers.split(',')) {
+    const counts: number[] = [];
+    for (const seed of values.seeds.split(',')) {
+      const perRequest = await measure(name, turn++, seed, seeded, tokens);
+      counts.push(perRequest.all);
+      console.log(
+        `${name}, seed ${seed}: ${count(perRequest.all)} instructions a request ` +
+          `(${count(perRequest.main)} on the main thread)`,
+      );
+    }
+    const mean = counts.reduce((sum, n) => sum + n, 0) / counts.length;
+    if (counts.length > 1) {
+      const range = `${count(Math.min(...counts))} to ${count(Math.max(...counts))}`;
+      console.log(`${name}: mean ${count(mean)} (${range})`);
+    }
+    results.push([name, mean]);
   }
   const [first, ...others] = results;
   for (const [name, perRequest] of others)
