@@ -17,7 +17,7 @@ import { type Answer, type Receiver, startReceiver } from '../helpers/webhook-re
 const BAD = 20;
 /**
  * Short, so that the test sees the hung attempts time out and the next ones start; long
- * enough that the fan-out's pace on a busy machine stays well under it (LAG_MS).
+ * enough that LAG_MS, below it, leaves room for the fan-out's pace on a busy machine.
  */
 const TIMEOUT_MS = 8000;
 /** When a receiver that fails late answers 503: just before the attempt would time out. */
