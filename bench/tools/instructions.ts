@@ -6,8 +6,13 @@
  * on the main thread), but an A/B of a change to a request's path that a noisy machine's
  * timings cannot show.
  *
- *   npx tsx bench/tools/instructions.ts [--servers plantstore,fastify] [--path /plants/{id}]
- *     [--requests 10000] [--warm-up 20000] [--connections 8] [--plants 10000] [--keep DIR]
+ *   npx tsx bench/tools/instructions.ts [--servers plantstore,fastify] [--seeds 1]
+ *     [--path /plants/{id}] [--requests 10000] [--warm-up 20000] [--connections 8]
+ *     [--plants 10000] [--plantstore-args "..."] [--keep DIR]
+ *
+ * Servers: plantstore, and the yardsticks fastify (minimal Fastify), plugins (Fastify with
+ * its plugins) and bare (node:http); each after the first is given as its count ÷ the
+ * first's.
  *
  * Each server runs alone under callgrind on its own copy of one SQLite database (plants
  * 1..N, the benchmark's tokens); a client in this process warms it with `--warm-up`
@@ -17,12 +22,12 @@
  * /dev/null); `--plantstore-args "..."` adds options (for an A/B of a setting).
  *
  * Another build of the same code reads the same; another code does not only by what it
- * runs: where the JIT and the collector fall moves with it, up to 5% either way (HISTORY.md,
+ * runs: where the JIT and the collector fall moves with it, by up to 6% (HISTORY.md,
  * 2026-11-30). For an A/B, take the mean of several seeds a side: `--seeds 1,2,3` runs each
  * server once per seed and compares the means.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,13 +50,16 @@ const { values } = parseArgs({
     keep: { type: 'string' },
   },
 });
-const requests = Number(values.requests);
-const warmUp = Number(values['warm-up']);
-const connections = Number(values.connections);
-const plants = Number(values.plants);
-
-const dir = mkdtempSync(join(tmpdir(), 'plantstore-instructions-'));
-const tokensFile = join(dir, 'tokens');
+/** A whole number of at least 1, or the tool stops saying which option is wrong. */
+function wholeOption(option: 'requests' | 'warm-up' | 'connections' | 'plants'): number {
+  const n = Number(values[option]);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${option}: a whole number of 1 or more`);
+  return n;
+}
+const requests = wholeOption('requests');
+const warmUp = wholeOption('warm-up');
+const connections = wholeOption('connections');
+const plants = wholeOption('plants');
 
 /** How each server is started, given its database and port. */
 const ARGV: Record<string, (db: string, port: number) => string[]> = {
@@ -65,6 +73,13 @@ const ARGV: Record<string, (db: string, port: number) => string[]> = {
   plugins: (db, port) => yardstick('fastify-plugins', db, port),
   bare: (db, port) => yardstick('bare-sqlite', db, port),
 };
+
+for (const name of values.servers.split(','))
+  if (ARGV[name] === undefined)
+    throw new Error(`--servers: ${name} is not one of ${Object.keys(ARGV)}`);
+
+const dir = mkdtempSync(join(tmpdir(), 'plantstore-instructions-'));
+const tokensFile = join(dir, 'tokens');
 
 function yardstick(name: string, db: string, port: number): string[] {
   const script = `${ROOT}bench/yardsticks/${name}.ts`;
@@ -103,8 +118,11 @@ async function load(port: number, tokens: string[], count: number): Promise<void
   agent.destroy();
 }
 
-async function ready(port: number): Promise<void> {
-  for (let i = 0; i < 600; i++) {
+/** Waits for `/healthz` to answer 200; fails at once if the server exits first. */
+async function ready(port: number, exited: Promise<string>): Promise<void> {
+  let gone: string | undefined;
+  void exited.then((why) => (gone = why));
+  for (let i = 0; i < 600 && gone === undefined; i++) {
     const ok = await new Promise<boolean>((resolve) => {
       const req = request({ port, path: '/healthz' }, (res) => {
         res.resume();
@@ -116,7 +134,7 @@ async function ready(port: number): Promise<void> {
     if (ok) return;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
-  throw new Error('not ready');
+  throw new Error(gone ?? 'not ready within 5 minutes');
 }
 
 /** The instructions callgrind counted in its dumps: the main thread's, and all threads'. */
@@ -125,10 +143,13 @@ function dumpedInstructions(prefix: string): { main: number; all: number } {
   let all = 0;
   for (const name of readdirSync(dir).filter((n) => n.startsWith(prefix))) {
     const text = readFileSync(join(dir, name), 'utf8');
+    // The file callgrind opens at the start holds nothing counted (instrumentation was off).
     const total = Number(/^totals: (\d+)/m.exec(text)?.[1] ?? 0);
     all += total;
     if (/^thread: 1$/m.test(text)) main += total;
   }
+  // callgrind_control says so on its output, not by its exit code, when it reached nothing.
+  if (main === 0) throw new Error(`no dump of the main thread with ${prefix}`);
   return { main, all };
 }
 
@@ -164,8 +185,12 @@ async function measure(
   );
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<string>((resolve) => {
+    child.once('error', (error) => resolve(`valgrind did not start: ${error.message}`));
+    child.once('exit', (code, signal) => resolve(`${name} exited (${code ?? signal})`));
+  });
   try {
-    await ready(port);
+    await ready(port, exited);
     await load(port, tokens, warmUp);
     execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
     await load(port, tokens, requests);
@@ -173,6 +198,7 @@ async function measure(
     execFileSync('callgrind_control', ['-i', 'off', String(child.pid)], { stdio: 'ignore' });
     const { main, all } = dumpedInstructions(`${name}-${turn}.callgrind`);
     const perRequest = { main: main / requests, all: all / requests };
+    if (values.keep !== undefined) mkdirSync(values.keep, { recursive: true });
     if (values.keep !== undefined)
       for (const file of readdirSync(dir).filter((n) => n.startsWith(`${name}-${turn}.callgrind`)))
         copyFileSync(join(dir, file), join(values.keep, file));
@@ -211,7 +237,7 @@ try {
   }
   const [first, ...others] = results;
   for (const [name, perRequest] of others)
-    console.log(`${first![0]} ÷ ${name}: ${(first![1] / perRequest).toFixed(3)}`);
+    console.log(`${name} ÷ ${first![0]}: ${(perRequest / first![1]).toFixed(3)}`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
