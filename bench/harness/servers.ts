@@ -82,12 +82,22 @@ async function start(name: string, argv: string[], port: number, cores: string):
   const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
   children.add(child);
   const url = `http://127.0.0.1:${port}`;
+  await untilHealthy(name, child, url, 30_000);
+  return { name, url, pid: child.pid!, child, readyMs: performance.now() - started };
+}
+
+/** Waits for `/healthz` at `url` to answer 200; fails if `child` exits first, or after `ms`. */
+export async function untilHealthy(
+  name: string,
+  child: ChildProcess,
+  url: string,
+  ms: number,
+): Promise<void> {
+  const started = performance.now();
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode}`);
-    if (await healthy(url)) {
-      return { name, url, pid: child.pid!, child, readyMs: performance.now() - started };
-    }
-    if (performance.now() - started > 30_000) throw new Error(`${name} not ready within 30 s`);
+    if (await healthy(url)) return;
+    if (performance.now() - started > ms) throw new Error(`${name} not ready within ${ms} ms`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
@@ -110,7 +120,8 @@ export type ServerSpec =
   | { kind: 'bare-sqlite' | 'fastify-sqlite' | 'fastify-plugins'; db: string }
   | { kind: 'bare-postgres'; databaseUrl: string };
 
-function argvOf(spec: ServerSpec, port: number): string[] {
+/** The arguments of `node` that start `spec` on `port`. */
+export function argvOf(spec: ServerSpec, port: number): string[] {
   if (spec.kind !== 'plantstore') {
     const where =
       spec.kind === 'bare-postgres' ? ['--database-url', spec.databaseUrl] : ['--db', spec.db];

@@ -18,7 +18,6 @@ import { TokenService } from '../../src/service/token-service.js';
 import { openStore, type StoreConfig } from '../../src/store/open.js';
 import {
   BENCH_POSTGRES_URL,
-  loopbackPort,
   plantstoreOn,
   reachable,
   type SeededSchema,
@@ -404,8 +403,8 @@ export async function historyPhase(ctx: PhaseContext): Promise<HistoryFacts> {
       await fillPostgres(schema.keeper.client, endpoint, n);
       const { spec, backends } = plantstoreOn(schema);
       const args = ['--database-url', schema.url];
-      const local = loopbackPort(schema.url) !== undefined;
-      const postmaster = local ? await schema.keeper.postmasterPid() : undefined;
+      // Its backends are known only where PostgreSQL is on this machine: so is its postmaster.
+      const postmaster = backends ? await schema.keeper.postmasterPid() : undefined;
       const where: Where = {
         database: 'PostgreSQL',
         args,

@@ -33,7 +33,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { seedSqlite } from '../data/seed.js';
-import { freePort, PLANTSTORE_BIN, ROOT } from '../harness/servers.js';
+import { argvOf, freePort, ROOT, type ServerSpec, untilHealthy } from '../harness/servers.js';
 
 const { values } = parseArgs({
   options: {
@@ -61,30 +61,28 @@ const warmUp = wholeOption('warm-up');
 const connections = wholeOption('connections');
 const plants = wholeOption('plants');
 
-/** How each server is started, given its database and port. */
-const ARGV: Record<string, (db: string, port: number) => string[]> = {
-  plantstore: (db, port) => [
-    PLANTSTORE_BIN,
-    'serve',
-    ...['--db', db, '--port', String(port), '--durability', 'power', '--log-level', 'info'],
-    ...values['plantstore-args'].split(' ').filter(Boolean),
-  ],
-  fastify: (db, port) => yardstick('fastify-sqlite', db, port),
-  plugins: (db, port) => yardstick('fastify-plugins', db, port),
-  bare: (db, port) => yardstick('bare-sqlite', db, port),
+/** Each server this tool can count, as the benchmark starts it on a SQLite file. */
+const SPECS: Record<string, (db: string) => ServerSpec> = {
+  plantstore: (db) => ({
+    kind: 'plantstore',
+    db,
+    durability: 'power',
+    logLevel: 'info',
+    extraArgs: values['plantstore-args'].split(' ').filter(Boolean),
+  }),
+  fastify: (db) => ({ kind: 'fastify-sqlite', db }),
+  plugins: (db) => ({ kind: 'fastify-plugins', db }),
+  bare: (db) => ({ kind: 'bare-sqlite', db }),
 };
 
 for (const name of values.servers.split(','))
-  if (ARGV[name] === undefined)
-    throw new Error(`--servers: ${name} is not one of ${Object.keys(ARGV)}`);
+  if (SPECS[name] === undefined)
+    throw new Error(`--servers: ${name} is not one of ${Object.keys(SPECS)}`);
+// Said at once, not as a server that never became ready.
+execFileSync('valgrind', ['--version'], { stdio: 'ignore' });
 
 const dir = mkdtempSync(join(tmpdir(), 'plantstore-instructions-'));
 const tokensFile = join(dir, 'tokens');
-
-function yardstick(name: string, db: string, port: number): string[] {
-  const script = `${ROOT}bench/yardsticks/${name}.ts`;
-  return ['--import', 'tsx', script, '--db', db, '--port', String(port)];
-}
 
 /** Sends `count` requests over `connections` keep-alive connections, tokens in turn. */
 async function load(port: number, tokens: string[], count: number): Promise<void> {
@@ -116,25 +114,6 @@ async function load(port: number, tokens: string[], count: number): Promise<void
   };
   await Promise.all(Array.from({ length: connections }, worker));
   agent.destroy();
-}
-
-/** Waits for `/healthz` to answer 200; fails at once if the server exits first. */
-async function ready(port: number, exited: Promise<string>): Promise<void> {
-  let gone: string | undefined;
-  void exited.then((why) => (gone = why));
-  for (let i = 0; i < 600 && gone === undefined; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const req = request({ port, path: '/healthz' }, (res) => {
-        res.resume();
-        resolve(res.statusCode === 200);
-      });
-      req.on('error', () => resolve(false));
-      req.end();
-    });
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-  throw new Error(gone ?? 'not ready within 5 minutes');
 }
 
 /** The instructions callgrind counted in its dumps: the main thread's, and all threads'. */
@@ -179,18 +158,15 @@ async function measure(
       '--predictable',
       `--random-seed=${seed}`,
       `--hash-seed=${seed}`,
-      ...ARGV[name]!(db, port),
+      ...argvOf(SPECS[name]!(db), port),
     ],
     { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<string>((resolve) => {
-    child.once('error', (error) => resolve(`valgrind did not start: ${error.message}`));
-    child.once('exit', (code, signal) => resolve(`${name} exited (${code ?? signal})`));
-  });
   try {
-    await ready(port, exited);
+    // Under valgrind a server starts in about a minute, not the benchmark's seconds.
+    await untilHealthy(name, child, `http://127.0.0.1:${port}`, 300_000);
     await load(port, tokens, warmUp);
     execFileSync('callgrind_control', ['-i', 'on', String(child.pid)], { stdio: 'ignore' });
     await load(port, tokens, requests);

@@ -36,12 +36,13 @@ export const STILL_WRITING = `SELECT count(*) AS n FROM pg_locks
 
 // An event's columns as read here and by the webhooks' fan-out: its time as epoch milliseconds
 // (int8, read with epochMillis), not a timestamptz, which pg parses field by field
-// (postgres-date) at about a microsecond a row. A read of 150 events: the server's CPU 372 to 460 µs → 282 to 317, the
-// database's the same (170 to 200 µs; extract(), numeric, costs it 40 µs more; see
-// bench/HISTORY.md). Cut to the millisecond first, as pg's parser cuts a Date's (before 1970
-// too), so a time read here is the audit trail's; every `at` plantstore writes is whole
-// milliseconds anyway, which date_part's float8 holds to well under one, so the rounding is
-// exact. int8, not float8: a float's text depends on the session's extra_float_digits.
+// (postgres-date) at about a microsecond a row. A read of 150 events: the server's CPU 372 to
+// 460 µs → 282 to 317, the database's the same (170 to 200 µs; extract(), numeric, costs it
+// 40 µs more; see bench/HISTORY.md). Cut to the millisecond first, as pg's parser cuts a
+// Date's (before 1970 too), so a time read here is the audit trail's; every `at` plantstore
+// writes is whole milliseconds anyway, which date_part's float8 holds to well under one, so
+// the rounding is exact. int8, not float8: a float's text depends on the session's
+// extra_float_digits.
 export const PG_EVENT_COLUMNS = EVENT_COLUMNS.replace(
   /\bat\b/,
   "round(date_part('epoch', date_trunc('milliseconds', at)) * 1000)::int8 AS at",
